@@ -1,0 +1,61 @@
+"""Exceptions raised by gateway-kit.
+
+The tree::
+
+    GatewayError
+    ├── ConfigError            an invalid configuration file or environment override
+    ├── StorageError           a storage backend failed (never carries URLs or passwords)
+    │   └── InvalidKeyError    an empty, oversized or malformed storage key
+    └── ProviderError          an upstream model provider failed
+        ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
+        └── UpstreamStreamError        a stream that broke off after it had started
+
+Layers never raise these at clients: they answer with an OpenAI-shaped error body. The
+exceptions are for code that embeds the pieces (storage, providers, configuration) directly.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "GatewayError",
+    "InvalidKeyError",
+    "ProviderError",
+    "StorageError",
+    "UpstreamStreamError",
+    "UpstreamUnavailableError",
+]
+
+
+class GatewayError(Exception):
+    """Base class of every gateway-kit error."""
+
+
+class ConfigError(GatewayError):
+    """The configuration is invalid; the message names the file and the field."""
+
+
+class StorageError(GatewayError):
+    """A storage backend failed. Messages never include URLs, hosts' credentials or values."""
+
+
+class InvalidKeyError(StorageError, ValueError):
+    """A storage key is empty, too long or otherwise unusable."""
+
+
+class ProviderError(GatewayError):
+    """An upstream provider failed."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.provider = provider
+        #: The upstream HTTP status, 0 when no response arrived (connection error, timeout).
+        self.status = status
+
+
+class UpstreamUnavailableError(ProviderError):
+    """The upstream answered 5xx, refused the connection or timed out before answering."""
+
+
+class UpstreamStreamError(ProviderError):
+    """A streamed response broke off before its end."""
