@@ -1,0 +1,27 @@
+"""Run a benchmark: ``python -m gateway_kit.bench <name> [options]``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "proxy": "the proxy path: direct, a bare Starlette+httpx forwarder, gateway-kit",
+    "storage": "storage operations per second per backend, round trips per admission",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in {"-h", "--help"} or args[0] not in BENCHMARKS:
+        print("usage: python -m gateway_kit.bench <name> [options]\n\nbenchmarks:")
+        for name, what in BENCHMARKS.items():
+            print(f"  {name:<10} {what}")
+        return 0 if args and args[0] in {"-h", "--help"} else 2
+    module = importlib.import_module(f"gateway_kit.bench.{args[0]}")
+    result: int = module.main(args[1:])
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
