@@ -1,7 +1,20 @@
-"""gateway-kit: an LLM gateway as composable pure-ASGI layers."""
+"""gateway-kit: an LLM gateway as composable pure-ASGI layers.
+
+Mount single layers in front of your own routes, or ``create_app(config)`` for the whole
+gateway. See the README for the manual.
+"""
 
 from __future__ import annotations
 
+from gateway_kit._asgi import Principal, RequestContext, get_context
+from gateway_kit.app import create_app
+from gateway_kit.config import (
+    GatewayConfig,
+    ModelConfig,
+    ProviderConfig,
+    ServerConfig,
+    load_config,
+)
 from gateway_kit.exceptions import (
     ConfigError,
     GatewayError,
@@ -11,16 +24,43 @@ from gateway_kit.exceptions import (
     UpstreamStreamError,
     UpstreamUnavailableError,
 )
+from gateway_kit.gateway import Gateway, ModelRoute, create_http_client
+from gateway_kit.layers.telemetry import TelemetryMiddleware
+from gateway_kit.providers.base import ChatCall, ChatResponse, Provider
+from gateway_kit.providers.mock import MockProvider
+from gateway_kit.providers.openai import OpenAIProvider
+from gateway_kit.proxy import ChatCompletionsEndpoint
+from gateway_kit.stack import build_chat_stack
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChatCall",
+    "ChatCompletionsEndpoint",
+    "ChatResponse",
     "ConfigError",
+    "Gateway",
+    "GatewayConfig",
     "GatewayError",
     "InvalidKeyError",
+    "MockProvider",
+    "ModelConfig",
+    "ModelRoute",
+    "OpenAIProvider",
+    "Principal",
+    "Provider",
+    "ProviderConfig",
     "ProviderError",
+    "RequestContext",
+    "ServerConfig",
     "StorageError",
+    "TelemetryMiddleware",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
     "__version__",
+    "build_chat_stack",
+    "create_app",
+    "create_http_client",
+    "get_context",
+    "load_config",
 ]

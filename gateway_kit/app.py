@@ -1,0 +1,107 @@
+"""``create_app``: the standalone gateway as a Starlette application.
+
+Routes: ``POST /v1/chat/completions`` (the layer stack), ``GET /v1/models``, ``GET /healthz``.
+Every other path, and every error Starlette raises, answers in the OpenAI error shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway_kit._asgi import error_body
+from gateway_kit.config import GatewayConfig
+from gateway_kit.gateway import Gateway
+from gateway_kit.layers.telemetry import TelemetryMiddleware
+from gateway_kit.stack import build_chat_stack
+
+logger = logging.getLogger("gateway_kit")
+
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None = None) -> Starlette:
+    """The standalone gateway.
+
+    With ``config`` (or nothing: the offline demo) the app owns a ``Gateway`` and enters it in
+    its lifespan. With ``gateway`` the caller owns it and enters it in its own lifespan, which
+    is how a host application mounts the gateway under a path.
+    """
+    if config is not None and gateway is not None:
+        raise TypeError("pass either config or gateway, not both")
+    owned = gateway is None
+    gw = Gateway(config) if gateway is None else gateway
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if owned:
+            async with gw:
+                yield
+        else:
+            yield
+
+    async def models(request: Request) -> Response:
+        data = [
+            {
+                "id": model.name,
+                "object": "model",
+                "created": 0,
+                "owned_by": model.owned_by or model.provider,
+            }
+            for model in gw.config.models
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def healthz(request: Request) -> Response:
+        status = "ok" if gw.running else "starting"
+        return JSONResponse({"status": status}, status_code=200 if gw.running else 503)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", build_chat_stack(gw), methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        middleware=[Middleware(TelemetryMiddleware)],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=lifespan,
+    )
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = f"No route for {request.method} {request.url.path}."
+    elif exc.status_code == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path}."
+    else:
+        message = str(exc.detail)
+    body = error_body(
+        message,
+        type=_ERROR_TYPES.get(exc.status_code, "invalid_request_error"),
+        code="not_found" if exc.status_code == 404 else None,
+    )
+    return Response(body, exc.status_code, headers=exc.headers, media_type="application/json")
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    body = error_body(
+        "The gateway failed to handle the request.", type="api_error", code="internal_error"
+    )
+    return Response(body, 500, media_type="application/json")

@@ -1,0 +1,214 @@
+"""The chat-completions request: read once, parsed once, validated once.
+
+Whichever runs first (a layer that needs the request, or the proxy endpoint) calls
+``load_chat_request``; later callers get the parsed dict from the request context. Validation
+checks the fields the gateway relies on and leaves every other field untouched, so new OpenAI
+parameters pass through without a release of ours.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_kit._asgi import (
+    BodyTooLarge,
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    get_context,
+    header,
+    read_body,
+    send_error,
+)
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestError:
+    """Why a request cannot be served, as the OpenAI-shaped error it gets."""
+
+    status: int
+    message: str
+    code: str
+    param: str | None = None
+    type: str = "invalid_request_error"
+
+    async def send(self, send: Send) -> None:
+        await send_error(
+            send, self.status, self.message, type=self.type, code=self.code, param=self.param
+        )
+
+
+async def load_chat_request(
+    scope: Scope, receive: Receive, *, max_body_bytes: int
+) -> tuple[dict[str, Any], Receive] | RequestError | None:
+    """The validated chat request and a ``receive`` replaying its body.
+
+    Returns a ``RequestError`` to answer with, or ``None`` when the client disconnected.
+    """
+    ctx = get_context(scope)
+    if ctx.json is not None and ctx.body is not None:
+        _, receive = await read_body(scope, receive, limit=max_body_bytes)
+        return ctx.json, receive
+    content_type = header(scope, b"content-type")
+    if content_type is not None and not _is_json(content_type):
+        return RequestError(
+            415,
+            "Content-Type must be application/json.",
+            code="unsupported_media_type",
+        )
+    try:
+        body, receive = await read_body(scope, receive, limit=max_body_bytes)
+    except BodyTooLarge as exc:
+        return RequestError(413, str(exc), code="request_too_large")
+    except ClientDisconnected:
+        return None
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return RequestError(
+            400,
+            "We could not parse the JSON body of your request: it is not valid JSON.",
+            code="invalid_json",
+        )
+    error = validate_chat_request(payload)
+    if error is not None:
+        return error
+    ctx.json = payload
+    return payload, receive
+
+
+def _is_json(content_type: bytes) -> bool:
+    media_type = content_type.split(b";", 1)[0].strip().lower()
+    return media_type == b"application/json" or media_type.endswith(b"+json")
+
+
+def _invalid(param: str, message: str, code: str = "invalid_type") -> RequestError:
+    return RequestError(400, message, code=code, param=param)
+
+
+def _missing(param: str) -> RequestError:
+    return RequestError(
+        400,
+        f"Missing required parameter: '{param}'.",
+        code="missing_required_parameter",
+        param=param,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def validate_chat_request(payload: object) -> RequestError | None:
+    """Check the fields the gateway relies on; ``None`` when the request is acceptable."""
+    if not isinstance(payload, dict):
+        return RequestError(
+            400, "The request body must be a JSON object.", code="invalid_type", param=None
+        )
+    if "model" not in payload:
+        return _missing("model")
+    model = payload["model"]
+    if not isinstance(model, str) or not model:
+        return _invalid("model", "'model' must be a non-empty string.")
+    if "messages" not in payload:
+        return _missing("messages")
+    error = _validate_messages(payload["messages"])
+    if error is not None:
+        return error
+    stream = payload.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return _invalid("stream", "'stream' must be a boolean.")
+    options = payload.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            return _invalid("stream_options", "'stream_options' must be an object.")
+        include_usage = options.get("include_usage")
+        if include_usage is not None and not isinstance(include_usage, bool):
+            return _invalid(
+                "stream_options.include_usage", "'stream_options.include_usage' must be a boolean."
+            )
+    for name in ("max_tokens", "max_completion_tokens", "n"):
+        value = payload.get(name)
+        if value is not None and (not _is_int(value) or value < 1):
+            return _invalid(name, f"'{name}' must be a positive integer.")
+    for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
+        value = payload.get(name)
+        if value is not None and (not _is_number(value) or not low <= value <= high):
+            return _invalid(name, f"'{name}' must be a number between {low} and {high}.")
+    return _validate_tools(payload.get("tools"))
+
+
+def _validate_messages(messages: object) -> RequestError | None:
+    if not isinstance(messages, list):
+        return _invalid("messages", "'messages' must be an array of message objects.")
+    if not messages:
+        return _invalid(
+            "messages", "'messages' must contain at least one message.", "invalid_value"
+        )
+    for index, message in enumerate(messages):
+        param = f"messages[{index}]"
+        if not isinstance(message, dict):
+            return _invalid(param, f"'{param}' must be an object.")
+        role = message.get("role")
+        if role is None:
+            return _missing(f"{param}.role")
+        if not isinstance(role, str) or role not in ROLES:
+            return _invalid(
+                f"{param}.role",
+                f"'{param}.role' must be one of {', '.join(sorted(ROLES))}.",
+                "invalid_value",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            return _invalid(
+                f"{param}.content", f"'{param}.content' must be a string or an array of parts."
+            )
+    return None
+
+
+def _validate_tools(tools: object) -> RequestError | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return _invalid("tools", "'tools' must be an array.")
+    for index, tool in enumerate(tools):
+        param = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            return _invalid(param, f"'{param}' must be an object.")
+        function = tool.get("function")
+        is_function = tool.get("type", "function") == "function"
+        if is_function and not (
+            isinstance(function, dict) and isinstance(function.get("name"), str)
+        ):
+            return _invalid(f"{param}.function.name", f"'{param}.function.name' must be a string.")
+    return None
+
+
+def last_user_text(payload: dict[str, Any]) -> str:
+    """The text of the last user message (parts joined), or ``""``."""
+    for message in reversed(payload.get("messages", [])):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""

@@ -1,0 +1,213 @@
+"""Configuration: pydantic models, a TOML file, ``GATEWAY_KIT_*`` environment overrides.
+
+``GatewayConfig()`` with no arguments is the offline demo: the built-in mock provider serving
+``mock-large`` and ``mock-mini``. ``load_config(path)`` reads a TOML file, applies overrides such
+as ``GATEWAY_KIT_SERVER__PORT=9000`` (``__`` separates the levels; list items by index, as in
+``GATEWAY_KIT_PROVIDERS__0__BASE_URL``; values are parsed as JSON when they parse, else kept as
+strings) and validates. Errors name the file, the field and, for overrides, the variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from gateway_kit.exceptions import ConfigError
+
+ENV_PREFIX = "GATEWAY_KIT_"
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(_Config):
+    """The HTTP side of the standalone gateway."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    #: Request bodies above this many bytes are answered 413.
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+
+
+class ProviderConfig(_Config):
+    """One upstream model service."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    type: Literal["openai", "mock"] = "openai"
+    #: The API root (``.../v1``) of an OpenAI-compatible service.
+    base_url: str = "https://api.openai.com/v1"
+    api_key: SecretStr | None = None
+    #: Read the API key from this environment variable at load time.
+    api_key_env: str | None = None
+    #: Extra headers sent upstream (e.g. ``OpenAI-Organization``).
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=600.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: ``aiohttp`` needs the ``aiohttp`` extra; several times faster under concurrency.
+    transport: Literal["httpx", "aiohttp"] = "httpx"
+    max_connections: int = Field(default=512, ge=1)
+    #: Mock only: seconds between streamed chunks.
+    stream_delay_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_api_key_env(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("api_key_env") and not data.get("api_key"):
+            variable = data["api_key_env"]
+            if variable not in os.environ:
+                raise ValueError(f"api_key_env: environment variable {variable} is not set")
+            data = {**data, "api_key": os.environ[variable]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_base_url(self) -> ProviderConfig:
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        return self
+
+
+class ModelConfig(_Config):
+    """A model name clients may ask for, and where it is served."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    provider: str
+    #: The name the provider knows it by; defaults to ``name``.
+    upstream_model: str | None = None
+    #: Shown in ``GET /v1/models`` as ``owned_by``; defaults to the provider's name.
+    owned_by: str | None = None
+
+
+def _default_providers() -> tuple[ProviderConfig, ...]:
+    return (ProviderConfig(name="mock", type="mock"),)
+
+
+def _default_models() -> tuple[ModelConfig, ...]:
+    return (
+        ModelConfig(name="mock-large", provider="mock"),
+        ModelConfig(name="mock-mini", provider="mock"),
+    )
+
+
+class GatewayConfig(_Config):
+    """Everything the gateway is configured with. ``GatewayConfig()`` runs offline."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    providers: tuple[ProviderConfig, ...] = Field(default_factory=_default_providers)
+    models: tuple[ModelConfig, ...] = Field(default_factory=_default_models)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> GatewayConfig:
+        provider_names = [p.name for p in self.providers]
+        _unique("providers", provider_names)
+        _unique("models", [m.name for m in self.models])
+        for index, model in enumerate(self.models):
+            if model.provider not in provider_names:
+                raise ValueError(
+                    f"models[{index}].provider: no provider named {model.provider!r} "
+                    f"(known: {', '.join(provider_names) or 'none'})"
+                )
+        return self
+
+    @property
+    def is_offline(self) -> bool:
+        """True when every provider is the built-in mock."""
+        return all(p.type == "mock" for p in self.providers)
+
+
+def _unique(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what}: the name {name!r} is used twice")
+        seen.add(name)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> GatewayConfig:
+    """Read ``path`` (TOML; ``None`` for the defaults), apply env overrides, validate."""
+    environ = os.environ if environ is None else environ
+    source = str(path) if path is not None else "<defaults>"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: no such configuration file") from None
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read the file ({exc.strerror})") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    origins = _apply_overrides(raw, environ, source)
+    try:
+        return GatewayConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source, origins)) from None
+
+
+def _apply_overrides(
+    raw: dict[str, Any], environ: Mapping[str, str], source: str
+) -> dict[str, str]:
+    """Apply ``GATEWAY_KIT_A__B=value`` to ``raw``; return {dotted field: variable}."""
+    origins: dict[str, str] = {}
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or "__" not in variable:
+            continue  # e.g. GATEWAY_KIT_API_KEY belongs to the CLI, not the config
+        path = variable[len(ENV_PREFIX) :].lower().split("__")
+        if not all(path):
+            raise ConfigError(f"{variable}: empty part in the variable name")
+        _set_path(raw, path, _parse_value(environ[variable]), variable, source)
+        origins[".".join(path)] = variable
+    return origins
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _set_path(node: Any, path: list[str], value: Any, variable: str, source: str) -> None:
+    for depth, part in enumerate(path):
+        last = depth == len(path) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) > len(node):
+                raise ConfigError(
+                    f"{variable}: {'.'.join(path[:depth])} in {source} has {len(node)} "
+                    f"item(s); {part!r} is not an index"
+                )
+            index = int(part)
+            if index == len(node):
+                node.append(value if last else {})
+            elif last:
+                node[index] = value
+            node = node[index]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, [] if path[depth + 1].isdigit() else {})
+        else:
+            raise ConfigError(f"{variable}: {'.'.join(path[:depth])} is not a table")
+
+
+def _describe(exc: ValidationError, source: str, origins: Mapping[str, str]) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        origin = origins.get(field)
+        suffix = f" (set by {origin})" if origin else ""
+        lines.append(f"  {field}: {message}{suffix}")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The ``Provider`` protocol: how the gateway talks to an upstream model service.
+
+A provider takes an OpenAI-format chat request and answers in OpenAI format: a JSON body, or a
+stream of complete server-sent events. Providers for other wire formats translate both ways.
+
+Error contract (the router and the endpoint rely on it):
+
+- 5xx, connection errors and timeouts before a response raise ``UpstreamUnavailableError``;
+- any other status is returned as a ``ChatResponse`` (4xx bodies pass through to the client);
+- a stream that breaks off, or ends without its end marker, raises ``UpstreamStreamError``
+  from the ``events`` iterator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """One upstream call."""
+
+    #: The chat request with ``model`` already set to the upstream model name.
+    payload: dict[str, Any]
+    #: The exact request bytes when ``payload`` is what the client sent (forwarded untouched);
+    #: ``None`` when the provider must serialize ``payload``.
+    body: bytes | None
+    stream: bool
+    request_id: str = ""
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    """An upstream answer: a whole body, or a stream of complete SSE events."""
+
+    status: int
+    #: Headers for the client (``content-type`` and safe provider metadata only).
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    events: AsyncIterator[bytes] | None = None
+    #: Releases the upstream connection; the endpoint always awaits it, exactly once.
+    close: Callable[[], Awaitable[None]] = _nothing
+
+    @property
+    def streaming(self) -> bool:
+        return self.events is not None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An upstream model service speaking (or translated to) the OpenAI chat format."""
+
+    name: str
+
+    async def chat(self, call: ChatCall) -> ChatResponse:
+        """Send one chat-completions call. See the module docstring for the error contract."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the provider owns (not injected HTTP clients)."""
+        ...

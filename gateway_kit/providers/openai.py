@@ -1,0 +1,130 @@
+"""``OpenAIProvider``: any OpenAI-compatible HTTP API (OpenAI, Azure-style, Groq, vLLM, Ollama...).
+
+Bodies and events are forwarded as received: tool calls and fields we do not know pass through
+untouched, and a stream is relayed event by event as it arrives, never buffered whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+
+import httpx
+
+from gateway_kit._asgi import SSEFramer
+from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
+from gateway_kit.providers.base import ChatCall, ChatResponse
+
+#: Upstream response headers worth handing to the client, renamed where ours would clash.
+_FORWARDED_HEADERS = {
+    "content-type": b"content-type",
+    "x-request-id": b"x-upstream-request-id",
+    "openai-processing-ms": b"openai-processing-ms",
+}
+_MAX_ERROR_BODY = 64 * 1024
+
+
+class OpenAIProvider:
+    """An OpenAI-compatible chat-completions API over an injected ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        name: str = "openai",
+        headers: Mapping[str, str] | None = None,
+        timeout: httpx.Timeout | float | None = None,
+    ) -> None:
+        self.name = name
+        self._client = client
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._headers = {"content-type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        self._timeout = timeout if timeout is not None else httpx.Timeout(600.0, connect=10.0)
+
+    async def aclose(self) -> None:
+        # The client is injected: its owner closes it.
+        return None
+
+    async def chat(self, call: ChatCall) -> ChatResponse:
+        body = call.body
+        if body is None:
+            body = json.dumps(call.payload, separators=(",", ":"), ensure_ascii=False).encode()
+        headers = self._headers
+        if call.request_id:
+            headers = {**headers, "x-request-id": call.request_id}
+        request = self._client.build_request(
+            "POST", self._url, content=body, headers=headers, timeout=self._timeout
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamUnavailableError(
+                f"Upstream provider '{self.name}' timed out.", provider=self.name
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailableError(
+                f"Upstream provider '{self.name}' is unreachable ({type(exc).__name__}).",
+                provider=self.name,
+            ) from exc
+        forwarded = [
+            (_FORWARDED_HEADERS[name], value.encode("latin-1"))
+            for name, value in response.headers.items()
+            if name in _FORWARDED_HEADERS
+        ]
+        if response.status_code >= 500:
+            await response.aclose()
+            raise UpstreamUnavailableError(
+                f"Upstream provider '{self.name}' answered {response.status_code}.",
+                provider=self.name,
+                status=response.status_code,
+            )
+        is_stream = response.headers.get("content-type", "").startswith("text/event-stream")
+        if not (call.stream and is_stream and response.status_code == 200):
+            try:
+                content = await response.aread()
+            except httpx.HTTPError as exc:
+                raise UpstreamUnavailableError(
+                    f"Upstream provider '{self.name}' broke off its response.",
+                    provider=self.name,
+                    status=response.status_code,
+                ) from exc
+            finally:
+                await response.aclose()
+            if response.status_code >= 400:
+                content = content[:_MAX_ERROR_BODY]
+            return ChatResponse(response.status_code, forwarded, body=content)
+
+        events = self._events(response)
+
+        async def close() -> None:
+            await events.aclose()
+            await response.aclose()
+
+        return ChatResponse(200, forwarded, events=events, close=close)
+
+    async def _events(self, response: httpx.Response) -> AsyncGenerator[bytes, None]:
+        framer = SSEFramer()
+        done = False
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in framer.feed(chunk):
+                    # OpenAI ends every complete stream with `data: [DONE]`.
+                    if event.startswith(b"data: [DONE]") or event.startswith(b"data:[DONE]"):
+                        done = True
+                    yield event
+        except httpx.HTTPError as exc:
+            raise UpstreamStreamError(
+                f"The stream from '{self.name}' broke off ({type(exc).__name__}).",
+                provider=self.name,
+                status=200,
+            ) from exc
+        if not done:
+            raise UpstreamStreamError(
+                f"The stream from '{self.name}' ended before its end marker.",
+                provider=self.name,
+                status=200,
+            )

@@ -1,0 +1,136 @@
+"""The innermost app of ``POST /v1/chat/completions``: validate, route, call, relay.
+
+Policy layers wrap this app; it is what remains of a request once they let it through. It
+answers JSON bodies whole and relays streams event by event, and a client that goes away
+cancels the upstream call and releases its connection.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from gateway_kit._asgi import Receive, Scope, Send, get_context, send_error, sse_event
+from gateway_kit.chat import RequestError, load_chat_request
+from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
+from gateway_kit.gateway import Gateway, ModelRoute
+from gateway_kit.providers.base import ChatCall, ChatResponse
+
+_STREAM_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+class ChatCompletionsEndpoint:
+    """ASGI app serving chat completions from the ``Gateway``'s routes."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._max_body_bytes = gateway.config.server.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if not self._gateway.running:
+            await send_error(
+                send,
+                503,
+                "The gateway is not running: enter the Gateway in the application's lifespan.",
+                type="api_error",
+                code="gateway_not_running",
+            )
+            return
+        loaded = await load_chat_request(scope, receive, max_body_bytes=self._max_body_bytes)
+        if loaded is None:
+            return  # the client left while sending its body
+        if isinstance(loaded, RequestError):
+            await loaded.send(send)
+            return
+        payload, receive = loaded
+        ctx = get_context(scope)
+        requested = ctx.model or payload["model"]
+        route = self._gateway.route(requested)
+        if route is None:
+            await RequestError(
+                404,
+                f"The model '{requested}' does not exist or you do not have access to it.",
+                code="model_not_found",
+                param="model",
+            ).send(send)
+            return
+        ctx.model = route.name
+        body = ctx.body
+        if payload["model"] != route.upstream_model:
+            payload = {**payload, "model": route.upstream_model}
+            body = None
+        call = ChatCall(
+            payload, body, stream=payload.get("stream") is True, request_id=ctx.request_id
+        )
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
+            try:
+                await self._relay(route, call, scope, send)
+            finally:
+                tasks.cancel_scope.cancel()
+
+    async def _relay(self, route: ModelRoute, call: ChatCall, scope: Scope, send: Send) -> None:
+        ctx = get_context(scope)
+        started = time.perf_counter()
+        try:
+            response = await route.provider.chat(call)
+        except UpstreamUnavailableError as exc:
+            ctx.timings["upstream"] = time.perf_counter() - started
+            await send_error(send, 502, str(exc), type="api_error", code="upstream_unavailable")
+            return
+        ctx.timings["upstream"] = time.perf_counter() - started
+        headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
+        try:
+            if response.events is None:
+                headers.append((b"content-length", str(len(response.body)).encode()))
+                await send(
+                    {"type": "http.response.start", "status": response.status, "headers": headers}
+                )
+                await send(
+                    {"type": "http.response.body", "body": response.body, "more_body": False}
+                )
+            else:
+                await _relay_stream(response, headers, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.close()
+
+
+async def _relay_stream(
+    response: ChatResponse, headers: list[tuple[bytes, bytes]], send: Send
+) -> None:
+    assert response.events is not None
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": headers + _STREAM_HEADERS,
+        }
+    )
+    try:
+        async for event in response.events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+    except UpstreamStreamError as exc:
+        # The status is already sent: the client learns of the break in-band, and never
+        # gets a `[DONE]` that would make a truncated answer look complete.
+        error = {
+            "message": str(exc),
+            "type": "api_error",
+            "code": "upstream_stream_error",
+            "param": None,
+        }
+        await send(
+            {"type": "http.response.body", "body": sse_event({"error": error}), "more_body": True}
+        )
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return

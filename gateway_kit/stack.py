@@ -1,0 +1,22 @@
+"""The one place that fixes the order of the layers (DESIGN.md section 2).
+
+    client -> Auth -> Limits -> Guardian -> Shield -> PII -> ModelSelect -> Budget -> Cache
+           -> Router -> Provider -> upstream
+
+Cheap rejections come first, so a request refused for its key or its quota costs no storage
+writes further in, no detector time and no upstream call. The model is resolved before Budget
+prices it and before the Cache partitions on it. Whoever embeds single layers may order them
+differently; the standalone gateway always uses this order.
+"""
+
+from __future__ import annotations
+
+from gateway_kit._asgi import ASGIApp
+from gateway_kit.gateway import Gateway
+from gateway_kit.proxy import ChatCompletionsEndpoint
+
+
+def build_chat_stack(gateway: Gateway) -> ASGIApp:
+    """``POST /v1/chat/completions``: the proxy endpoint inside the enabled layers."""
+    app: ASGIApp = ChatCompletionsEndpoint(gateway)
+    return app

@@ -1,0 +1,132 @@
+"""A scriptable OpenAI-compatible upstream for tests, over ``httpx.MockTransport``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+
+from gateway_kit import Gateway, GatewayConfig, ModelConfig, ProviderConfig
+
+
+def chunk(content: str = "", *, index: int = 0, finish: str | None = None, **delta: Any) -> bytes:
+    """One OpenAI chat.completion.chunk event."""
+    if content:
+        delta["content"] = content
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-fake",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+COMPLETION = {
+    "id": "chatcmpl-fake",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-fake",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    "system_fingerprint": "fp_unknown_field_kept",
+}
+
+
+class ScriptedStream(httpx.AsyncByteStream):
+    """An upstream body produced chunk by chunk; records whether it was closed or finished.
+
+    ``before_each(i)`` is awaited before chunk ``i`` is produced: a test uses it to hold the
+    upstream back until the client has seen the previous event.
+    """
+
+    def __init__(
+        self,
+        chunks: list[bytes],
+        *,
+        before_each: Callable[[int], Awaitable[None]] | None = None,
+        fail_after: int | None = None,
+    ) -> None:
+        self.chunks = chunks
+        self.before_each = before_each
+        self.fail_after = fail_after
+        self.closed = False
+        self.finished = False
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for index, piece in enumerate(self.chunks):
+            if self.fail_after is not None and index == self.fail_after:
+                raise httpx.RemoteProtocolError("peer closed connection mid-stream")
+            if self.before_each is not None:
+                await self.before_each(index)
+            self.sent += 1
+            yield piece
+        self.finished = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeUpstream:
+    """Answers like an OpenAI-compatible API and records what it was asked."""
+
+    requests: list[httpx.Request] = field(default_factory=list)
+    status: int = 200
+    json_body: Any = field(default_factory=lambda: COMPLETION)
+    raw_body: bytes | None = None
+    stream: ScriptedStream | None = None
+    error: Exception | None = None
+    delay: float = 0.0
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.delay:
+            await anyio.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        if self.stream is not None:
+            return httpx.Response(
+                self.status, headers={"content-type": "text/event-stream"}, stream=self.stream
+            )
+        if self.raw_body is not None:
+            return httpx.Response(
+                self.status, content=self.raw_body, headers={"content-type": "application/json"}
+            )
+        return httpx.Response(self.status, json=self.json_body)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def sent_json(self, index: int = -1) -> Any:
+        return json.loads(self.requests[index].content)
+
+
+def upstream_config(**models: str) -> GatewayConfig:
+    """A config with one OpenAI-compatible provider ``up`` and the given model aliases."""
+    aliases = models or {"gpt-fake": "gpt-fake"}
+    return GatewayConfig(
+        providers=(
+            ProviderConfig(name="up", base_url="https://upstream.test/v1", api_key="sk-up"),
+        ),
+        models=tuple(
+            ModelConfig(name=name, provider="up", upstream_model=upstream)
+            for name, upstream in aliases.items()
+        ),
+    )
+
+
+def gateway_for(upstream: FakeUpstream, config: GatewayConfig | None = None) -> Gateway:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    return Gateway(config or upstream_config(), http_client=client)
