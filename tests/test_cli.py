@@ -1,0 +1,93 @@
+"""The gateway-kit command: serve (demo and configured) and its errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway_kit.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[list[str], str]]:
+    """Run `gateway-kit serve` in a child process; yield (its output lines so far, base URL)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_KIT_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway_kit.cli", "serve", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    output: list[str] = []
+    try:
+        # uvicorn announces the bound socket once the lifespan has started.
+        while not any("Uvicorn running on" in line for line in output):
+            line = process.stdout.readline()
+            if not line:
+                raise AssertionError("the server exited:\n" + "".join(output))
+            output.append(line)
+        yield output, f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_serve_without_config_runs_the_offline_demo_and_says_how_to_call_it() -> None:
+    with serving() as (output, base_url):
+        response = httpx.post(
+            f"{base_url}/v1/chat/completions",
+            json={"model": "mock-large", "messages": [{"role": "user", "content": "Hello"}]},
+        )
+        assert response.status_code == 200
+        assert response.headers["x-request-id"].startswith("req_")
+    banner = "".join(output)
+    assert "running offline on the built-in mock provider" in banner
+    assert f"curl {base_url}/v1/chat/completions" in banner
+
+
+def test_serve_with_a_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[[providers]]\nname = "local"\ntype = "mock"\n\n'
+        '[[models]]\nname = "house-model"\nprovider = "local"\n'
+    )
+    with serving("--config", str(config)) as (output, base_url):
+        models = httpx.get(f"{base_url}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["house-model"]
+    assert "running offline" not in "".join(output)
+
+
+def test_an_invalid_config_stops_start_up_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[server]\nport = 'eighty'\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert str(config) in error
+    assert "server.port" in error
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "serve" in capsys.readouterr().out

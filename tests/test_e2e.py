@@ -1,0 +1,253 @@
+"""End to end over real sockets: uvicorn serving the gateway, the openai SDK as the client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+
+from gateway_kit import GatewayConfig, ModelConfig, ProviderConfig, create_app
+from gateway_kit._asgi import Message, Receive, Scope, Send
+from gateway_kit.testing import run_server
+from tests.fakes import COMPLETION, DONE, chunk
+
+pytestmark = pytest.mark.slow
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["C", "F"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def offline_gateway() -> Iterator[str]:
+    with run_server(create_app(GatewayConfig())) as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def client(offline_gateway: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{offline_gateway}/v1", api_key="unused", max_retries=0)
+
+
+def test_openai_sdk_non_streaming(client: openai.OpenAI) -> None:
+    completion = client.chat.completions.create(
+        model="mock-large", messages=[{"role": "user", "content": "Hello over a socket"}]
+    )
+    assert completion.choices[0].message.content == (
+        "This is a mock reply from gateway-kit to: Hello over a socket"
+    )
+    assert completion.usage is not None
+    assert completion.usage.total_tokens > 0
+
+
+def test_openai_sdk_streaming(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="mock-mini",
+        messages=[{"role": "user", "content": "Stream this, please"}],
+        stream=True,
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "This is a mock reply from gateway-kit to: Stream this, please"
+    assert len(chunks) > 5
+
+
+def test_openai_sdk_tool_calls(client: openai.OpenAI) -> None:
+    messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+    completion = client.chat.completions.create(
+        model="mock-large", messages=messages, tools=[WEATHER_TOOL]
+    )
+    call = completion.choices[0].message.tool_calls[0]  # type: ignore[index]
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather"  # type: ignore[union-attr]
+    assert json.loads(call.function.arguments) == {"city": "mock", "unit": "C"}  # type: ignore[union-attr]
+
+    stream = client.chat.completions.create(
+        model="mock-large", messages=messages, tools=[WEATHER_TOOL], stream=True
+    )
+    arguments = ""
+    names = []
+    for piece in stream:
+        for delta_call in (piece.choices[0].delta.tool_calls or []) if piece.choices else []:
+            if delta_call.function and delta_call.function.name:
+                names.append(delta_call.function.name)
+            if delta_call.function and delta_call.function.arguments:
+                arguments += delta_call.function.arguments
+    assert names == ["get_weather"]
+    assert json.loads(arguments) == {"city": "mock", "unit": "C"}
+
+    # The tool result goes back and the loop ends with a text answer.
+    messages += [
+        completion.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "18 C, sunny"},
+    ]
+    final = client.chat.completions.create(
+        model="mock-large", messages=messages, tools=[WEATHER_TOOL]
+    )
+    assert final.choices[0].message.content == "Mock answer using the tool result: 18 C, sunny"
+
+
+def test_openai_sdk_sees_gateway_errors(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "x"}]
+        )
+    assert info.value.code == "model_not_found"
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="mock-large", messages=[])
+
+
+# -- the proxy path over real sockets on both sides ---------------------------------------------
+
+
+class FakeOpenAIServer:
+    """A raw ASGI app standing in for an OpenAI-compatible API (served by uvicorn)."""
+
+    def __init__(self) -> None:
+        self.stream_closed = threading.Event()
+        self.stream_events = 30
+        self.bodies: list[Any] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = json.loads(body)
+        self.bodies.append(request)
+        if not request.get("stream"):
+            payload = json.dumps(COMPLETION).encode()
+            await send(_start(200, b"application/json"))
+            await send({"type": "http.response.body", "body": payload})
+            return
+        await send(_start(200, b"text/event-stream"))
+        async with anyio.create_task_group() as tasks:
+
+            async def stop_on_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.stream_closed.set()  # the gateway hung up on us
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(stop_on_disconnect)
+            for index in range(self.stream_events):
+                await send(
+                    {"type": "http.response.body", "body": chunk(f"{index} "), "more_body": True}
+                )
+                await anyio.sleep(0.02)
+                if request.get("cut") and index == 3:
+                    raise RuntimeError("upstream crashed mid-stream")
+            await send({"type": "http.response.body", "body": DONE})
+            tasks.cancel_scope.cancel()
+
+
+def _start(status: int, content_type: bytes) -> Message:
+    return {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", content_type)],
+    }
+
+
+@pytest.fixture
+def fake_upstream() -> Iterator[tuple[FakeOpenAIServer, str]]:
+    app = FakeOpenAIServer()
+    with run_server(app) as base_url:
+        yield app, base_url
+
+
+def proxy_config(upstream_url: str, transport: str = "httpx") -> GatewayConfig:
+    return GatewayConfig(
+        providers=(
+            ProviderConfig(
+                name="up", base_url=f"{upstream_url}/v1", api_key="sk-test", transport=transport
+            ),  # type: ignore[arg-type]
+        ),
+        models=(ModelConfig(name="gpt-fake", provider="up"),),
+    )
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+def test_proxying_to_a_real_upstream_streams_and_relays(
+    fake_upstream: tuple[FakeOpenAIServer, str], transport: str
+) -> None:
+    upstream, upstream_url = fake_upstream
+    with run_server(create_app(proxy_config(upstream_url, transport))) as gateway_url:
+        client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key="x", max_retries=0)
+        completion = client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert completion.system_fingerprint == "fp_unknown_field_kept"
+        stream = client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream)
+    assert text == "".join(f"{i} " for i in range(upstream.stream_events))
+
+
+def test_a_client_leaving_mid_stream_closes_the_upstream_request(
+    fake_upstream: tuple[FakeOpenAIServer, str],
+) -> None:
+    upstream, upstream_url = fake_upstream
+    upstream.stream_events = 500  # 10 s of streaming if nobody stops it
+    with run_server(create_app(proxy_config(upstream_url))) as gateway_url:
+        body = {"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}], "stream": True}
+        with (
+            httpx.Client() as http,
+            http.stream("POST", f"{gateway_url}/v1/chat/completions", json=body) as response,
+        ):
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")
+        # The client is gone; the gateway must cancel its upstream call promptly.
+        assert upstream.stream_closed.wait(5)
+
+
+def test_an_upstream_crash_mid_stream_reaches_the_client_as_an_error_event(
+    fake_upstream: tuple[FakeOpenAIServer, str],
+) -> None:
+    _, upstream_url = fake_upstream
+    with run_server(create_app(proxy_config(upstream_url))) as gateway_url:
+        body = {
+            "model": "gpt-fake",
+            "messages": [{"role": "user", "content": "x"}],
+            "stream": True,
+            "cut": True,
+        }
+        response = httpx.post(f"{gateway_url}/v1/chat/completions", json=body, timeout=10)
+    data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert "[DONE]" not in data
+    assert json.loads(data[-1])["error"]["code"] == "upstream_stream_error"
+
+
+def test_an_unreachable_upstream_answers_502() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on the port any more: connections are refused.
+    with run_server(create_app(proxy_config(f"http://127.0.0.1:{port}"))) as gateway_url:
+        response = httpx.post(
+            f"{gateway_url}/v1/chat/completions",
+            json={"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}]},
+        )
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_unavailable"
