@@ -11,7 +11,15 @@ import time
 
 import anyio
 
-from gateway_kit._asgi import Receive, Scope, Send, get_context, send_error, sse_event
+from gateway_kit._asgi import (
+    CancelOnDisconnect,
+    Receive,
+    Scope,
+    Send,
+    get_context,
+    send_error,
+    sse_event,
+)
 from gateway_kit.chat import RequestError, load_chat_request
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.gateway import Gateway, ModelRoute
@@ -65,12 +73,8 @@ class ChatCompletionsEndpoint:
         call = ChatCall(
             payload, body, stream=payload.get("stream") is True, request_id=ctx.request_id
         )
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_cancel_on_disconnect, receive, tasks.cancel_scope)
-            try:
-                await self._relay(route, call, scope, send)
-            finally:
-                tasks.cancel_scope.cancel()
+        async with CancelOnDisconnect(receive, send) as guard:
+            await self._relay(route, call, scope, guard.send)
 
     async def _relay(self, route: ModelRoute, call: ChatCall, scope: Scope, send: Send) -> None:
         ctx = get_context(scope)
@@ -126,11 +130,3 @@ async def _relay_stream(
             {"type": "http.response.body", "body": sse_event({"error": error}), "more_body": True}
         )
     await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            scope.cancel()
-            return

@@ -17,9 +17,9 @@ from gateway_kit.providers.base import ChatCall, ChatResponse
 
 #: Upstream response headers worth handing to the client, renamed where ours would clash.
 _FORWARDED_HEADERS = {
-    "content-type": b"content-type",
-    "x-request-id": b"x-upstream-request-id",
-    "openai-processing-ms": b"openai-processing-ms",
+    b"content-type": b"content-type",
+    b"x-request-id": b"x-upstream-request-id",
+    b"openai-processing-ms": b"openai-processing-ms",
 }
 _MAX_ERROR_BODY = 64 * 1024
 
@@ -39,11 +39,17 @@ class OpenAIProvider:
     ) -> None:
         self.name = name
         self._client = client
-        self._url = base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"content-type": "application/json", **(headers or {})}
+        # Parsed once: httpx would parse a string URL on every request.
+        self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
+        # The client's default headers merged with ours once, not on every request; cookies
+        # are never sent (a proxy must not share a cookie jar between its callers).
+        merged = httpx.Headers(client.headers)
+        merged.update({"content-type": "application/json", **(headers or {})})
         if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
-        self._timeout = timeout if timeout is not None else httpx.Timeout(600.0, connect=10.0)
+            merged["authorization"] = f"Bearer {api_key}"
+        self._headers = merged.raw
+        timeout = timeout if timeout is not None else httpx.Timeout(600.0, connect=10.0)
+        self._extensions = {"timeout": httpx.Timeout(timeout).as_dict()}
 
     async def aclose(self) -> None:
         # The client is injected: its owner closes it.
@@ -55,9 +61,9 @@ class OpenAIProvider:
             body = json.dumps(call.payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = self._headers
         if call.request_id:
-            headers = {**headers, "x-request-id": call.request_id}
-        request = self._client.build_request(
-            "POST", self._url, content=body, headers=headers, timeout=self._timeout
+            headers = [*headers, (b"x-request-id", call.request_id.encode())]
+        request = httpx.Request(
+            "POST", self._url, content=body, headers=headers, extensions=self._extensions
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -70,11 +76,15 @@ class OpenAIProvider:
                 f"Upstream provider '{self.name}' is unreachable ({type(exc).__name__}).",
                 provider=self.name,
             ) from exc
-        forwarded = [
-            (_FORWARDED_HEADERS[name], value.encode("latin-1"))
-            for name, value in response.headers.items()
-            if name in _FORWARDED_HEADERS
-        ]
+        # The raw header list: httpx decodes every header on each `.headers` lookup.
+        forwarded = []
+        is_stream = False
+        for name, value in response.headers.raw:
+            renamed = _FORWARDED_HEADERS.get(name.lower())
+            if renamed is not None:
+                forwarded.append((renamed, value))
+                if renamed == b"content-type":
+                    is_stream = value.startswith(b"text/event-stream")
         if response.status_code >= 500:
             await response.aclose()
             raise UpstreamUnavailableError(
@@ -82,7 +92,6 @@ class OpenAIProvider:
                 provider=self.name,
                 status=response.status_code,
             )
-        is_stream = response.headers.get("content-type", "").startswith("text/event-stream")
         if not (call.stream and is_stream and response.status_code == 200):
             try:
                 content = await response.aread()
