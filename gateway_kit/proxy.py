@@ -87,20 +87,19 @@ class ChatCompletionsEndpoint:
             return
         ctx.timings["upstream"] = time.perf_counter() - started
         headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
+        if response.events is None:
+            headers.append((b"content-length", str(len(response.body)).encode()))
+            await send(
+                {"type": "http.response.start", "status": response.status, "headers": headers}
+            )
+            await send({"type": "http.response.body", "body": response.body, "more_body": False})
+            return
         try:
-            if response.events is None:
-                headers.append((b"content-length", str(len(response.body)).encode()))
-                await send(
-                    {"type": "http.response.start", "status": response.status, "headers": headers}
-                )
-                await send(
-                    {"type": "http.response.body", "body": response.body, "more_body": False}
-                )
-            else:
-                await _relay_stream(response, headers, send)
+            await _relay_stream(response, headers, send)
         finally:
-            with anyio.CancelScope(shield=True):
-                await response.close()
+            if response.close is not None:
+                with anyio.CancelScope(shield=True):
+                    await response.close()
 
 
 async def _relay_stream(

@@ -31,10 +31,6 @@ class ChatCall:
     request_id: str = ""
 
 
-async def _nothing() -> None:
-    return None
-
-
 @dataclass(slots=True)
 class ChatResponse:
     """An upstream answer: a whole body, or a stream of complete SSE events."""
@@ -44,8 +40,9 @@ class ChatResponse:
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: bytes = b""
     events: AsyncIterator[bytes] | None = None
-    #: Releases the upstream connection; the endpoint always awaits it, exactly once.
-    close: Callable[[], Awaitable[None]] = _nothing
+    #: Releases the upstream connection of a stream; the endpoint awaits it exactly once.
+    #: ``None`` when there is nothing left open (a whole body was read and released).
+    close: Callable[[], Awaitable[None]] | None = None
 
     @property
     def streaming(self) -> bool:
