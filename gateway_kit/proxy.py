@@ -73,8 +73,12 @@ class ChatCompletionsEndpoint:
         call = ChatCall(
             payload, body, stream=payload.get("stream") is True, request_id=ctx.request_id
         )
-        async with CancelOnDisconnect(receive, send) as guard:
-            await self._relay(route, call, scope, guard.send)
+        try:
+            async with CancelOnDisconnect(receive, send) as guard:
+                await self._relay(route, call, scope, guard.send)
+        except OSError:
+            # ASGI 2.4 servers raise from `send` once the client is gone: nothing to answer.
+            return
 
     async def _relay(self, route: ModelRoute, call: ChatCall, scope: Scope, send: Send) -> None:
         ctx = get_context(scope)

@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway_kit import Gateway, GatewayConfig, ServerConfig, create_app
+from gateway_kit import ChatCompletionsEndpoint, Gateway, GatewayConfig, ServerConfig, create_app
 from gateway_kit._asgi import Message
 from gateway_kit.testing import ASGIRecorder
 from tests.fakes import DONE, FakeUpstream, ScriptedStream, chunk, gateway_for
@@ -499,3 +499,31 @@ async def test_a_gateway_that_was_not_entered_answers_503() -> None:
     response = await recorder.request("POST", URL, json={**HELLO, "model": "mock-large"})
     assert response.status == 503
     assert error_of(response)["code"] == "gateway_not_running"
+
+
+async def test_a_send_that_raises_because_the_client_left_ends_the_request_quietly(
+    upstream: FakeUpstream,
+) -> None:
+    # ASGI spec 2.4: `send` raises OSError once the client has disconnected.
+    stream = ScriptedStream([chunk(str(i)) for i in range(5)] + [DONE])
+    upstream.stream = stream
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.body" and len(sent) >= 3:
+            raise OSError("client disconnected")
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": json.dumps({**HELLO, "stream": True}).encode()}
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": URL,
+        "headers": [(b"content-type", b"application/json")],
+    }
+    async with gateway_for(upstream) as gateway:
+        await ChatCompletionsEndpoint(gateway)(scope, receive, send)
+    assert len(sent) == 3
+    assert stream.closed
