@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from gateway_kit.exceptions import ConfigError
+from gateway_kit.periods import PeriodUnit
 
 ENV_PREFIX = "GATEWAY_KIT_"
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
@@ -87,6 +88,49 @@ class ModelConfig(_Config):
     owned_by: str | None = None
 
 
+class StorageConfig(_Config):
+    """Where state lives: ``memory://``, ``sqlite:///path`` or ``redis://host:port/db``."""
+
+    #: The standalone gateway's embedded default: a SQLite file in the working directory.
+    url: str = "sqlite:///gateway-kit.db"
+
+
+class PlanConfig(_Config):
+    """What a workspace on this plan may use."""
+
+    #: Requests included per quota period.
+    included_requests: int = Field(ge=0)
+    #: Burst limit: requests per minute, and the size of an instant burst.
+    burst_limit_rpm: int = Field(ge=1)
+    #: ``block``: 402 once the included requests are used; ``allow``: serve them, marked.
+    overage: Literal["block", "allow"] = "block"
+
+
+def _default_plans() -> dict[str, PlanConfig]:
+    return {
+        "starter": PlanConfig(included_requests=10_000, burst_limit_rpm=60),
+        "scale": PlanConfig(included_requests=1_000_000, burst_limit_rpm=600),
+    }
+
+
+class AuthConfig(_Config):
+    """API keys: ``Authorization: Bearer <key>``."""
+
+    mode: Literal["enforce", "off"] = "enforce"
+    #: Seconds a verified key is trusted without asking storage again. A key revoked on another
+    #: instance (or by the CLI) stops working here within this time; 0 asks storage every time.
+    cache_ttl_s: float = Field(default=5.0, ge=0)
+
+
+class LimitsConfig(_Config):
+    """The burst limit and the included requests per period."""
+
+    mode: Literal["enforce", "monitor", "off"] = "enforce"
+    period: PeriodUnit = "month"
+    #: When storage fails: ``open`` serves the request uncounted, ``closed`` answers 503.
+    on_error: Literal["open", "closed"] = "open"
+
+
 def _default_providers() -> tuple[ProviderConfig, ...]:
     return (ProviderConfig(name="mock", type="mock"),)
 
@@ -102,14 +146,25 @@ class GatewayConfig(_Config):
     """Everything the gateway is configured with. ``GatewayConfig()`` runs offline."""
 
     server: ServerConfig = Field(default_factory=ServerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
     providers: tuple[ProviderConfig, ...] = Field(default_factory=_default_providers)
     models: tuple[ModelConfig, ...] = Field(default_factory=_default_models)
+    plans: dict[str, PlanConfig] = Field(default_factory=_default_plans)
+    #: The plan of workspaces created without one.
+    default_plan: str = "starter"
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> GatewayConfig:
         provider_names = [p.name for p in self.providers]
         _unique("providers", provider_names)
         _unique("models", [m.name for m in self.models])
+        if self.default_plan not in self.plans:
+            raise ValueError(
+                f"default_plan: no plan named {self.default_plan!r} "
+                f"(known: {', '.join(self.plans) or 'none'})"
+            )
         for index, model in enumerate(self.models):
             if model.provider not in provider_names:
                 raise ValueError(

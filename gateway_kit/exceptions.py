@@ -4,6 +4,8 @@ The tree::
 
     GatewayError
     ├── ConfigError            an invalid configuration file or environment override
+    ├── InvalidRequestError    a management request that cannot be honoured (bad e-mail, plan...)
+    ├── NotFoundError          no such workspace, key or webhook (in that workspace)
     ├── StorageError           a storage backend failed (never carries URLs or passwords)
     │   └── InvalidKeyError    an empty, oversized or malformed storage key
     └── ProviderError          an upstream model provider failed
@@ -20,6 +22,8 @@ __all__ = [
     "ConfigError",
     "GatewayError",
     "InvalidKeyError",
+    "InvalidRequestError",
+    "NotFoundError",
     "ProviderError",
     "StorageError",
     "UpstreamStreamError",
@@ -33,6 +37,14 @@ class GatewayError(Exception):
 
 class ConfigError(GatewayError):
     """The configuration is invalid; the message names the file and the field."""
+
+
+class InvalidRequestError(GatewayError, ValueError):
+    """A management request that cannot be honoured; the message says why."""
+
+
+class NotFoundError(GatewayError, LookupError):
+    """No such workspace, key or webhook (in the workspace asked about)."""
 
 
 class StorageError(GatewayError):

@@ -1,0 +1,229 @@
+"""API keys: created shown once, stored as a SHA-256 hash, rotated and revoked.
+
+A key is ``gk_`` + 43 random URL-safe characters (256 bits). Its record (``<ws>:keys``, one
+field per ``kid_...`` key id) holds the visible prefix and its state, never the secret. Each
+live secret hash has its own index entry, ``gk:apikey:<sha256>``, so that authenticating is one
+storage read; a rotated secret's entry simply expires after the grace period, by the store's
+own clock. Keys are high-entropy, so a plain SHA-256 (not a slow password hash) is the
+standard choice: it is what GitHub and Stripe-style tokens use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import string
+from dataclasses import asdict, dataclass, field, replace
+
+from cachetools import TTLCache
+
+from gateway_kit._asgi import Principal
+from gateway_kit.bus import EventBus
+from gateway_kit.exceptions import NotFoundError
+from gateway_kit.storage import Storage
+
+KEY_PATTERN = re.compile(r"gk_[A-Za-z0-9_-]{43}")
+KEY_ID = re.compile(r"kid_[a-z0-9]{1,64}")
+_PREFIX_LENGTH = 12
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A key's record. ``prefix`` is what people see (``gk_Ab3dE5fG7h``); never the secret."""
+
+    key_id: str
+    workspace_id: str
+    name: str
+    prefix: str
+    created_at: float
+    rotated_at: float | None = None
+    revoked_at: float | None = None
+    #: SHA-256 hex digests of the secrets that authenticate as this key (two during a grace).
+    hashes: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    def public(self) -> dict[str, object]:
+        """The fields the API and CLI show."""
+        return {
+            "key_id": self.key_id,
+            "workspace_id": self.workspace_id,
+            "name": self.name,
+            "prefix": self.prefix,
+            "created_at": self.created_at,
+            "rotated_at": self.rotated_at,
+            "revoked_at": self.revoked_at,
+            "status": "active" if self.active else "revoked",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """A freshly made secret with its record: the only time the secret exists in clear."""
+
+    secret: str
+    key: ApiKey
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChange:
+    """What a rotation or revocation did, for the ``key.rotated`` event."""
+
+    key: ApiKey
+    action: str
+    at: float
+
+
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _new_secret() -> str:
+    return "gk_" + secrets.token_urlsafe(32)
+
+
+def _new_key_id() -> str:
+    return "kid_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(20))
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    principal: Principal
+    key_hash: str
+
+
+class Keys:
+    """Create, authenticate, rotate, revoke and list API keys."""
+
+    def __init__(self, storage: Storage, events: EventBus, *, cache_ttl: float = 5.0) -> None:
+        self._storage = storage
+        self._events = events
+        self._cache: TTLCache[str, _Entry] | None = (
+            TTLCache(maxsize=100_000, ttl=cache_ttl) if cache_ttl > 0 else None
+        )
+
+    # -- the request path --------------------------------------------------------------------
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """The principal a presented key stands for, or ``None``. Reads only, never writes."""
+        if not KEY_PATTERN.fullmatch(secret):
+            return None
+        digest = hash_key(secret)
+        if self._cache is not None and (entry := self._cache.get(digest)) is not None:
+            return entry.principal if hmac.compare_digest(entry.key_hash, digest) else None
+        raw = await self._storage.get(f"gk:apikey:{digest}")
+        if raw is None:
+            return None
+        record = json.loads(raw)
+        # The lookup was by hash; comparing the stored digest in constant time as well keeps
+        # the decision independent of how the store matched the key.
+        if not hmac.compare_digest(record["hash"], digest):
+            return None
+        principal = Principal(record["workspace_id"], record["key_id"])
+        # A secret in its grace period is not cached: its entry's expiry is the store's to
+        # enforce, to the second.
+        if self._cache is not None and not record.get("retiring"):
+            self._cache[digest] = _Entry(principal, digest)
+        return principal
+
+    # -- management -------------------------------------------------------------------------
+
+    async def create(self, workspace_id: str, *, name: str = "default") -> NewKey:
+        secret = _new_secret()
+        digest = hash_key(secret)
+        key = ApiKey(
+            key_id=_new_key_id(),
+            workspace_id=workspace_id,
+            name=name,
+            prefix=secret[:_PREFIX_LENGTH],
+            created_at=await self._storage.now(),
+            hashes=(digest,),
+        )
+        await self._save(key)
+        await self._index(key, digest)
+        return NewKey(secret, key)
+
+    async def get(self, workspace_id: str, key_id: str) -> ApiKey | None:
+        if not KEY_ID.fullmatch(key_id):
+            return None
+        raw = await self._storage.map_get(f"{workspace_id}:keys", key_id)
+        return _load(raw) if raw is not None else None
+
+    async def list(self, workspace_id: str) -> list[ApiKey]:
+        records = await self._storage.map_items(f"{workspace_id}:keys")
+        return sorted((_load(raw) for raw in records.values()), key=lambda k: k.created_at)
+
+    async def rotate(self, workspace_id: str, key_id: str, *, grace: float = 0.0) -> NewKey:
+        """A new secret for the same key id; the old one works ``grace`` more seconds."""
+        key = await self._require_active(workspace_id, key_id)
+        secret = _new_secret()
+        digest = hash_key(secret)
+        now = await self._storage.now()
+        # The new secret works first; a failure part-way leaves the old one working too,
+        # never neither.
+        await self._index(key, digest)
+        rotated = replace(
+            key, prefix=secret[:_PREFIX_LENGTH], rotated_at=now, hashes=(*key.hashes, digest)
+        )
+        for old in key.hashes:
+            await self._retire(old, grace)
+        rotated = replace(rotated, hashes=(digest,) if grace <= 0 else rotated.hashes)
+        await self._save(rotated)
+        await self._publish(KeyChange(rotated, "rotated", now))
+        return NewKey(secret, rotated)
+
+    async def revoke(self, workspace_id: str, key_id: str) -> ApiKey:
+        key = await self._require_active(workspace_id, key_id)
+        # Unusable first: a failure part-way leaves a dead key marked active, never a
+        # revoked-looking key that still works.
+        for digest in key.hashes:
+            await self._retire(digest, 0.0)
+        now = await self._storage.now()
+        revoked = replace(key, revoked_at=now, hashes=())
+        await self._save(revoked)
+        await self._publish(KeyChange(revoked, "revoked", now))
+        return revoked
+
+    # -- internals ---------------------------------------------------------------------------
+
+    async def _require_active(self, workspace_id: str, key_id: str) -> ApiKey:
+        key = await self.get(workspace_id, key_id)
+        if key is None or not key.active:
+            raise NotFoundError(f"no active key {key_id} in workspace {workspace_id}")
+        return key
+
+    async def _save(self, key: ApiKey) -> None:
+        await self._storage.map_set(
+            f"{key.workspace_id}:keys", key.key_id, json.dumps(asdict(key)).encode()
+        )
+
+    async def _index(self, key: ApiKey, digest: str) -> None:
+        entry = {"hash": digest, "key_id": key.key_id, "workspace_id": key.workspace_id}
+        await self._storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
+
+    async def _retire(self, digest: str, grace: float) -> None:
+        index = f"gk:apikey:{digest}"
+        if grace > 0:
+            raw = await self._storage.get(index)
+            if raw is not None:
+                entry = {**json.loads(raw), "retiring": True}
+                await self._storage.set(index, json.dumps(entry).encode(), ttl=grace)
+        else:
+            await self._storage.delete(index)
+        if self._cache is not None:
+            self._cache.pop(digest, None)
+
+    async def _publish(self, change: KeyChange) -> None:
+        await self._events.publish(change)
+
+
+def _load(raw: bytes) -> ApiKey:
+    data = json.loads(raw)
+    data["hashes"] = tuple(data.get("hashes", ()))
+    return ApiKey(**data)
