@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from gateway_kit.storage import _engine as engine
 from gateway_kit.storage._engine import Tx
@@ -15,6 +14,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     IncrResult,
+    Storage,
     Throttle,
     ThrottleResult,
 )
@@ -36,7 +36,7 @@ def _ttl(ttl: float | None) -> float | None:
     return None if ttl is None else check_seconds(ttl, "ttl")
 
 
-class LocalStorage(ABC):
+class LocalStorage(Storage, ABC):
     """Shared by ``MemoryStorage`` and ``SQLiteStorage``: each op is one engine call in ``_run``."""
 
     @abstractmethod
@@ -48,17 +48,6 @@ class LocalStorage(ABC):
 
     @abstractmethod
     async def aclose(self) -> None: ...
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def get(self, key: str) -> bytes | None:
         check_key(key)

@@ -136,6 +136,12 @@ local function meta(id)
 end
 local function save(id, m) redis.call('HSET', KEYS[2], id, cmsgpack.pack(m)) end
 local function num(x) return string.format('%.17g', x) end
+local function drop(id)
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+end
 local function leased(token)
   local id = redis.call('HGET', KEYS[5], token)
   if not id then return nil end
@@ -185,9 +191,7 @@ ACK = (
     + """
 local id = leased(ARGV[1])
 if not id then return 0 end
-redis.call('HDEL', KEYS[1], id)
-redis.call('HDEL', KEYS[2], id)
-redis.call('ZREM', KEYS[3], id)
+drop(id)
 return 1
 """
 )
@@ -255,10 +259,22 @@ DISCARD = (
 local m = meta(ARGV[1])
 if not m then return 0 end
 if m[4] ~= 0 then redis.call('HDEL', KEYS[5], num(m[4])) end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
+drop(ARGV[1])
 return 1
 """
 )
+
+#: Every script by the name of the operation it implements.
+SCRIPTS = {
+    "incr_many": INCR_MANY,
+    "cas": CAS,
+    "log_append": LOG_APPEND,
+    "enqueue": ENQUEUE,
+    "claim": CLAIM,
+    "ack": ACK,
+    "retry": RETRY,
+    "dead": DEAD,
+    "dead_items": DEAD_ITEMS,
+    "requeue": REQUEUE,
+    "discard": DISCARD,
+}

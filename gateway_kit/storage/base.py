@@ -319,11 +319,14 @@ class Storage(Protocol):
         """Release connections and threads. Idempotent."""
         ...
 
-    async def __aenter__(self) -> Self: ...
+    # A backend that subclasses Storage explicitly inherits these two.
+    async def __aenter__(self) -> Self:
+        return self
 
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None: ...
+    ) -> None:
+        await self.aclose()

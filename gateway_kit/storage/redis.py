@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -21,6 +20,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     IncrResult,
+    Storage,
     Throttle,
     ThrottleResult,
 )
@@ -64,7 +64,7 @@ def _ms(seconds: float | None) -> int:
     return 0 if seconds is None else max(1, round(seconds * 1000))
 
 
-class RedisStorage:
+class RedisStorage(Storage):
     """Keys live under ``prefix``, hash-tagged by partition: ``ws_1:quota`` is stored as
     ``<prefix>{ws_1}:quota``, and the queue ``q`` as ``<prefix>q{q}:<part>``, so that every
     script's keys share one Cluster slot. The clock is the server's ``TIME``.
@@ -117,18 +117,12 @@ class RedisStorage:
         self._client = client
         self._prefix = prefix
         self._owned = owned
-        register = client.register_script
-        self._incr_many = register(lua.INCR_MANY)
-        self._cas = register(lua.CAS)
-        self._log_append = register(lua.LOG_APPEND)
-        self._enqueue = register(lua.ENQUEUE)
-        self._claim = register(lua.CLAIM)
-        self._ack = register(lua.ACK)
-        self._retry = register(lua.RETRY)
-        self._dead = register(lua.DEAD)
-        self._dead_items = register(lua.DEAD_ITEMS)
-        self._requeue = register(lua.REQUEUE)
-        self._discard = register(lua.DISCARD)
+        # redis-py runs each with EVALSHA, loading it again after a NOSCRIPT.
+        self._scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
+
+    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        with _errors(name):
+            return await self._scripts[name](keys=keys, args=args)
 
     def __repr__(self) -> str:
         return f"RedisStorage(prefix={self._prefix!r})"
@@ -171,8 +165,7 @@ class RedisStorage:
         for value in (expected, new):
             args += [0, b""] if value is None else [1, check_value(value)]
         args.append(_ms(check_seconds(ttl, "ttl")) if ttl is not None else 0)
-        with _errors("cas"):
-            return bool(await self._cas(keys=[name], args=args))
+        return bool(await self._script("cas", [name], args))
 
     async def incr(
         self, key: str, amount: int, *, ttl: float | None = None, limit: int | None = None
@@ -198,8 +191,7 @@ class RedisStorage:
         if throttle is not None:
             keys.append(self._key(throttle.key))
             args += [throttle.interval_us, throttle.capacity, throttle.cost]
-        with _errors("incr_many"):
-            reply = await self._incr_many(keys=keys, args=args)
+        reply = await self._script("incr_many", keys, args)
         refused, throttled, allowed, remaining, retry_us, reset_us, *values = reply
         current = {inc.key: int(value) for inc, value in zip(incs, values, strict=True)}
         verdict = None
@@ -245,8 +237,7 @@ class RedisStorage:
     async def log_append(self, key: str, value: bytes, *, max_len: int) -> None:
         name = self._key(key)
         args: list[Any] = [check_value(value), check_count(max_len, "max_len")]
-        with _errors("log_append"):
-            await self._log_append(keys=[name], args=args)
+        await self._script("log_append", [name], args)
 
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         name = self._key(key)
@@ -258,14 +249,12 @@ class RedisStorage:
         keys = self._queue(queue)
         args: list[Any] = [check_name(item_id, "item id"), check_value(payload)]
         args.append(check_time(due_at, "due_at"))
-        with _errors("enqueue"):
-            return bool(await self._enqueue(keys=keys, args=args))
+        return bool(await self._script("enqueue", keys, args))
 
     async def claim(self, queue: str, *, limit: int, lease: float) -> list[ClaimedItem]:
         keys = self._queue(queue)
         args: list[Any] = [check_count(limit, "limit"), check_seconds(lease, "lease")]
-        with _errors("claim"):
-            rows = await self._claim(keys=keys, args=args)
+        rows = await self._script("claim", keys, args)
         return [
             ClaimedItem(item_id.decode(), payload, int(token), int(attempts), float(due_at))
             for item_id, payload, token, attempts, due_at in rows
@@ -273,8 +262,7 @@ class RedisStorage:
 
     async def ack(self, queue: str, token: int) -> bool:
         keys = self._queue(queue)
-        with _errors("ack"):
-            return bool(await self._ack(keys=keys, args=[check_count(token, "token")]))
+        return bool(await self._script("ack", keys, [check_count(token, "token")]))
 
     async def retry(
         self, queue: str, token: int, *, due_at: float, payload: bytes | None = None
@@ -282,20 +270,17 @@ class RedisStorage:
         keys = self._queue(queue)
         args: list[Any] = [check_count(token, "token"), check_time(due_at, "due_at")]
         args += [0, b""] if payload is None else [1, check_value(payload)]
-        with _errors("retry"):
-            return bool(await self._retry(keys=keys, args=args))
+        return bool(await self._script("retry", keys, args))
 
     async def dead(self, queue: str, token: int, *, reason: str = "") -> bool:
         keys = self._queue(queue)
         if not isinstance(reason, str):
             raise TypeError("reason must be a str")
-        with _errors("dead"):
-            return bool(await self._dead(keys=keys, args=[check_count(token, "token"), reason]))
+        return bool(await self._script("dead", keys, [check_count(token, "token"), reason]))
 
     async def dead_items(self, queue: str, *, limit: int) -> list[DeadItem]:
         keys = self._queue(queue)
-        with _errors("dead_items"):
-            rows = await self._dead_items(keys=keys, args=[check_count(limit, "limit")])
+        rows = await self._script("dead_items", keys, [check_count(limit, "limit")])
         return [
             DeadItem(item_id.decode(), payload, int(attempts), reason.decode(), float(failed_at))
             for item_id, payload, attempts, reason, failed_at in rows
@@ -304,26 +289,13 @@ class RedisStorage:
     async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
         keys = self._queue(queue)
         args: list[Any] = [check_name(item_id, "item id"), check_time(due_at, "due_at")]
-        with _errors("requeue"):
-            return bool(await self._requeue(keys=keys, args=args))
+        return bool(await self._script("requeue", keys, args))
 
     async def discard(self, queue: str, item_id: str) -> bool:
         keys = self._queue(queue)
-        with _errors("discard"):
-            return bool(await self._discard(keys=keys, args=[check_name(item_id, "item id")]))
+        return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
 
     async def aclose(self) -> None:
         if self._owned:
             with _errors("close"):
                 await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -96,7 +96,7 @@ class SQLiteStorage(LocalStorage):
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(conn, self._busy_ms / 1000)
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.executescript(_SCHEMA)
             except BaseException:
@@ -143,6 +143,24 @@ class SQLiteStorage(LocalStorage):
                     self._conn = None
 
         await anyio.to_thread.run_sync(close, limiter=self._limiter)
+
+
+def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    # Switching a new file to WAL answers "database is locked" at once, without waiting for the
+    # busy timeout, while another process opens it too: wait here instead, until one of them
+    # has switched it (WAL mode is kept in the file).
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+            continue
+        if mode.lower() != "wal":  # e.g. ":memory:", which cannot be shared anyway
+            raise StorageError(f"SQLite would not use WAL mode for this database ({mode})")
+        return
 
 
 def _purge_expired(conn: sqlite3.Connection, now: float) -> None:
@@ -222,19 +240,17 @@ class _SQLiteTx:
         )
         return [bytes(value) for (value,) in rows]
 
+    def _items(self, queue: str, where: str, *args: object) -> list[Item]:
+        rows = self._c.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM queue_item WHERE queue = ? AND {where}", (queue, *args)
+        )
+        return [_item(row) for row in rows]
+
     def item(self, queue: str, item_id: str) -> Item | None:
-        row = self._c.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM queue_item WHERE queue = ? AND item_id = ?",
-            (queue, item_id),
-        ).fetchone()
-        return None if row is None else _item(row)
+        return next(iter(self._items(queue, "item_id = ?", item_id)), None)
 
     def item_by_token(self, queue: str, token: int) -> Item | None:
-        row = self._c.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM queue_item WHERE queue = ? AND token = ?",
-            (queue, token),
-        ).fetchone()
-        return None if row is None else _item(row)
+        return next(iter(self._items(queue, "token = ?", token)), None)
 
     def put_item(self, queue: str, item: Item) -> None:
         self._c.execute(
@@ -258,20 +274,12 @@ class _SQLiteTx:
         self._c.execute("DELETE FROM queue_item WHERE queue = ? AND item_id = ?", (queue, item_id))
 
     def due_items(self, queue: str, now: float, limit: int) -> list[Item]:
-        rows = self._c.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM queue_item WHERE queue = ? AND state != 2"
-            " AND available_at <= ? ORDER BY available_at LIMIT ?",
-            (queue, now, limit),
-        )
-        return [_item(row) for row in rows]
+        # "state != 2" and "state = 2" as written in the partial indexes, so SQLite uses them.
+        where = "state != 2 AND available_at <= ? ORDER BY available_at LIMIT ?"
+        return self._items(queue, where, now, limit)
 
     def dead_items(self, queue: str, limit: int) -> list[Item]:
-        rows = self._c.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM queue_item WHERE queue = ? AND state = 2"
-            " ORDER BY failed_at LIMIT ?",
-            (queue, limit),
-        )
-        return [_item(row) for row in rows]
+        return self._items(queue, "state = 2 ORDER BY failed_at LIMIT ?", limit)
 
     def next_token(self, queue: str) -> int:
         (token,) = self._c.execute(

@@ -1,1 +1,22 @@
-"""testing."""
+"""Test helpers shipped with gateway-kit, for this project and for code that embeds it.
+
+- ``StorageConformance``, ``FakeClock``: the storage backend contract as a pytest suite
+  (``gateway_kit.testing.storage``; imported on first use, as it needs pytest).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gateway_kit.testing.storage import FakeClock, StorageConformance
+
+__all__ = ["FakeClock", "StorageConformance"]
+
+
+def __getattr__(name: str) -> object:
+    if name in {"FakeClock", "StorageConformance"}:
+        from gateway_kit.testing import storage
+
+        return getattr(storage, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
