@@ -311,6 +311,17 @@ class StorageConformance:
         assert (r.allowed, r.value) == (True, 8)
         assert not (await storage.incr("ws_1:c", 1, limit=5)).allowed
 
+    async def test_limits_compare_negative_counters_correctly(self, storage: Storage) -> None:
+        await storage.incr("ws_1:c", -3)  # refunds took it below zero
+        r = await storage.incr("ws_1:c", 7, limit=5)
+        assert (r.allowed, r.value) == (True, 4)
+        assert not (await storage.incr("ws_1:c", 2, limit=5)).allowed
+        await storage.incr("ws_1:d", -10)
+        assert not (await storage.incr("ws_1:d", 20, limit=5)).allowed
+        r = await storage.incr("ws_1:d", 3, limit=-5)
+        assert (r.allowed, r.value) == (True, -7)
+        assert not (await storage.incr("ws_1:d", 3, limit=-5)).allowed
+
     async def test_counters_hold_64_bit_values_exactly(self, storage: Storage) -> None:
         big = 2**53 + 1  # not representable as a double
         assert (await storage.incr("ws_1:c", big)).value == big
