@@ -6,6 +6,8 @@ gateway. See the README for the manual.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway_kit._asgi import Principal, RequestContext, get_context
 from gateway_kit.app import create_app
 from gateway_kit.config import (
@@ -19,6 +21,8 @@ from gateway_kit.exceptions import (
     ConfigError,
     GatewayError,
     InvalidKeyError,
+    InvalidRequestError,
+    NotFoundError,
     ProviderError,
     StorageError,
     UpstreamStreamError,
@@ -31,6 +35,22 @@ from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
 from gateway_kit.proxy import ChatCompletionsEndpoint
 from gateway_kit.stack import build_chat_stack
+from gateway_kit.storage import (
+    ClaimedItem,
+    DeadItem,
+    Increment,
+    IncrManyResult,
+    IncrResult,
+    MemoryStorage,
+    SQLiteStorage,
+    Storage,
+    Throttle,
+    ThrottleResult,
+    storage_from_url,
+)
+
+if TYPE_CHECKING:
+    from gateway_kit.storage.redis import RedisStorage
 
 __version__ = "0.1.0"
 
@@ -38,23 +58,36 @@ __all__ = [
     "ChatCall",
     "ChatCompletionsEndpoint",
     "ChatResponse",
+    "ClaimedItem",
     "ConfigError",
+    "DeadItem",
     "Gateway",
     "GatewayConfig",
     "GatewayError",
+    "IncrManyResult",
+    "IncrResult",
+    "Increment",
     "InvalidKeyError",
+    "InvalidRequestError",
+    "MemoryStorage",
     "MockProvider",
     "ModelConfig",
     "ModelRoute",
+    "NotFoundError",
     "OpenAIProvider",
     "Principal",
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "RedisStorage",
     "RequestContext",
+    "SQLiteStorage",
     "ServerConfig",
+    "Storage",
     "StorageError",
     "TelemetryMiddleware",
+    "Throttle",
+    "ThrottleResult",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
     "__version__",
@@ -63,4 +96,14 @@ __all__ = [
     "create_http_client",
     "get_context",
     "load_config",
+    "storage_from_url",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # RedisStorage needs the ``redis`` extra: imported on first use, not with the package.
+    if name == "RedisStorage":
+        from gateway_kit.storage.redis import RedisStorage
+
+        return RedisStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -104,6 +104,6 @@ class Workspaces:
 
     def plan(self, workspace: Workspace) -> PlanConfig:
         """The workspace's plan (the default plan if its plan left the configuration)."""
-        return self._config.plans.get(workspace.plan) or self._config.plans[
-            self._config.default_plan
-        ]
+        return (
+            self._config.plans.get(workspace.plan) or self._config.plans[self._config.default_plan]
+        )

@@ -2,11 +2,33 @@
 
 - ``ASGIRecorder``: drive an ASGI app with raw messages and assert streaming behaviour.
 - ``run_server``: a real uvicorn server on a free loopback port (needs the ``server`` extra).
+- ``StorageConformance``, ``FakeClock``: the storage backend contract as a pytest suite
+  (``gateway_kit.testing.storage``; imported on first use, as it needs pytest).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway_kit.testing.asgi import ASGIRecorder, RecordedMessage, RecordedResponse
 from gateway_kit.testing.server import run_server
 
-__all__ = ["ASGIRecorder", "RecordedMessage", "RecordedResponse", "run_server"]
+if TYPE_CHECKING:
+    from gateway_kit.testing.storage import FakeClock, StorageConformance
+
+__all__ = [
+    "ASGIRecorder",
+    "FakeClock",
+    "RecordedMessage",
+    "RecordedResponse",
+    "StorageConformance",
+    "run_server",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name in {"FakeClock", "StorageConformance"}:
+        from gateway_kit.testing import storage
+
+        return getattr(storage, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,301 @@
+"""``RedisStorage``: state shared by several gateway instances, one Lua script per operation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+
+from gateway_kit.exceptions import StorageError
+from gateway_kit.storage import _redis_lua as lua
+from gateway_kit.storage.base import (
+    THROTTLED,
+    ClaimedItem,
+    DeadItem,
+    Increment,
+    IncrManyResult,
+    IncrResult,
+    Storage,
+    Throttle,
+    ThrottleResult,
+)
+from gateway_kit.storage.checks import (
+    INT64_MAX,
+    INT64_MIN,
+    check_batch,
+    check_count,
+    check_key,
+    check_name,
+    check_queue,
+    check_seconds,
+    check_time,
+    check_value,
+)
+
+__all__ = ["RedisStorage"]
+
+_QUEUE_PARTS = ("payload", "meta", "ready", "dead", "tokens", "seq")
+# Our scripts' error codes, and Redis's, as messages that name neither keys' values nor hosts.
+_ERRORS = {
+    "GK_NOT_COUNTER": "the key holds a value that is not a 64-bit counter",
+    "GK_OVERFLOW": "the increment would overflow a signed 64-bit counter",
+    "WRONGTYPE": "the key holds a different kind of value",
+}
+
+
+@contextmanager
+def _errors(op: str) -> Iterator[None]:
+    """Turn every redis-py error into ``StorageError`` without the URL, password or values."""
+    try:
+        yield
+    except RedisError as exc:
+        text = str(exc) if isinstance(exc, ResponseError) else ""
+        known = next((msg for code, msg in _ERRORS.items() if code in text), None)
+        detail = known or type(exc).__name__
+        raise StorageError(f"Redis {op} failed: {detail}") from exc
+
+
+def _ms(seconds: float | None) -> int:
+    return 0 if seconds is None else max(1, round(seconds * 1000))
+
+
+class RedisStorage(Storage):
+    """Keys live under ``prefix``, hash-tagged by partition: ``ws_1:quota`` is stored as
+    ``<prefix>{ws_1}:quota``, and the queue ``q`` as ``<prefix>q{q}:<part>``, so that every
+    script's keys share one Cluster slot. The clock is the server's ``TIME``.
+
+    Built from a URL, it owns a bounded, blocking connection pool (a caller waits up to
+    ``pool_timeout`` for a free connection) and never retries a command: a timed-out script
+    may have run, and running it twice would count twice.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "gk:",
+        max_connections: int = 32,
+        socket_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 5.0,
+    ) -> None:
+        try:
+            pool = BlockingConnectionPool.from_url(
+                url,
+                max_connections=check_count(max_connections, "max_connections"),
+                timeout=check_seconds(pool_timeout, "pool_timeout"),
+                socket_timeout=check_seconds(socket_timeout, "socket_timeout"),
+                socket_connect_timeout=check_seconds(connect_timeout, "connect_timeout"),
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=30,
+            )
+        except ValueError:
+            # redis-py's message may quote the URL, and the URL may hold a password.
+            raise ValueError(
+                "invalid Redis URL (not repeated here: it may hold a password)"
+            ) from None
+        self._setup(Redis.from_pool(pool), prefix, owned=True)
+
+    @classmethod
+    def from_client(cls, client: Redis, *, prefix: str = "gk:") -> RedisStorage:
+        """Use an existing ``redis.asyncio.Redis`` (made with ``decode_responses=False``).
+
+        The caller keeps ownership: ``aclose`` leaves the client open.
+        """
+        self = cls.__new__(cls)
+        self._setup(client, prefix, owned=False)
+        return self
+
+    def _setup(self, client: Redis, prefix: str, *, owned: bool) -> None:
+        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            raise ValueError("prefix must be a str without braces (they would move the hash tag)")
+        self._client = client
+        self._prefix = prefix
+        self._owned = owned
+        # redis-py runs each with EVALSHA, loading it again after a NOSCRIPT.
+        self._scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
+
+    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        with _errors(name):
+            return await self._scripts[name](keys=keys, args=args)
+
+    def __repr__(self) -> str:
+        return f"RedisStorage(prefix={self._prefix!r})"
+
+    def _key(self, key: str) -> str:
+        partition = check_key(key)
+        return f"{self._prefix}{{{partition}}}{key[len(partition) :]}"
+
+    def _queue(self, queue: str) -> list[str]:
+        check_queue(queue)
+        return [f"{self._prefix}q{{{queue}}}:{part}" for part in _QUEUE_PARTS]
+
+    async def now(self) -> float:
+        with _errors("now"):
+            seconds, micros = await self._client.time()
+        return int(seconds) + int(micros) / 1e6
+
+    async def get(self, key: str) -> bytes | None:
+        with _errors("get"):
+            return cast(bytes | None, await self._client.get(self._key(key)))
+
+    async def set(
+        self, key: str, value: bytes, *, ttl: float | None = None, if_absent: bool = False
+    ) -> bool:
+        name = self._key(key)
+        check_value(value)
+        px = _ms(check_seconds(ttl, "ttl")) if ttl is not None else None
+        with _errors("set"):
+            return bool(await self._client.set(name, value, px=px, nx=if_absent))
+
+    async def delete(self, key: str) -> bool:
+        with _errors("delete"):
+            return bool(await self._client.delete(self._key(key)))
+
+    async def cas(
+        self, key: str, expected: bytes | None, new: bytes | None, *, ttl: float | None = None
+    ) -> bool:
+        name = self._key(key)
+        args: list[Any] = []
+        for value in (expected, new):
+            args += [0, b""] if value is None else [1, check_value(value)]
+        args.append(_ms(check_seconds(ttl, "ttl")) if ttl is not None else 0)
+        return bool(await self._script("cas", [name], args))
+
+    async def incr(
+        self, key: str, amount: int, *, ttl: float | None = None, limit: int | None = None
+    ) -> IncrResult:
+        inc = Increment(key, amount, ttl, limit)
+        result = await self.incr_many([inc])
+        return IncrResult(result.allowed, result.values[key])
+
+    async def incr_many(
+        self, increments: Sequence[Increment], *, throttle: Throttle | None = None
+    ) -> IncrManyResult:
+        incs = list(increments)
+        check_batch(incs, throttle)
+        keys = [self._key(inc.key) for inc in incs]
+        args: list[Any] = [len(incs)]
+        for inc in incs:
+            # Bounds on the current value, exact in Python: Lua only compares decimal strings.
+            refuse_above = (
+                inc.limit - inc.amount if inc.limit is not None and inc.amount > 0 else ""
+            )
+            args += [inc.amount, refuse_above, INT64_MAX - inc.amount, INT64_MIN - inc.amount]
+            args.append(_ms(inc.ttl))
+        if throttle is not None:
+            keys.append(self._key(throttle.key))
+            args += [throttle.interval_us, throttle.capacity, throttle.cost]
+        reply = await self._script("incr_many", keys, args)
+        refused, throttled, allowed, remaining, retry_us, reset_us, *values = reply
+        current = {inc.key: int(value) for inc, value in zip(incs, values, strict=True)}
+        verdict = None
+        if throttled:
+            verdict = ThrottleResult(bool(allowed), remaining, retry_us / 1e6, reset_us / 1e6)
+        if refused:
+            name = THROTTLED if refused == -1 else incs[refused - 1].key
+            return IncrManyResult(False, current, name, verdict)
+        totals = {inc.key: current[inc.key] + inc.amount for inc in incs}
+        return IncrManyResult(True, totals, None, verdict)
+
+    async def throttle(
+        self, key: str, *, limit: int, period: float, burst: int | None = None, cost: int = 1
+    ) -> ThrottleResult:
+        result = await self.incr_many([], throttle=Throttle(key, limit, period, burst, cost))
+        assert result.throttle is not None
+        return result.throttle
+
+    async def map_set(self, key: str, field: str, value: bytes) -> None:
+        name = self._key(key)
+        check_name(field, "map field")
+        check_value(value)
+        with _errors("map_set"):
+            await self._client.hset(name, field, value)
+
+    async def map_get(self, key: str, field: str) -> bytes | None:
+        name = self._key(key)
+        check_name(field, "map field")
+        with _errors("map_get"):
+            return cast(bytes | None, await self._client.hget(name, field))
+
+    async def map_delete(self, key: str, field: str) -> bool:
+        name = self._key(key)
+        check_name(field, "map field")
+        with _errors("map_delete"):
+            return bool(await self._client.hdel(name, field))
+
+    async def map_items(self, key: str) -> dict[str, bytes]:
+        with _errors("map_items"):
+            items = cast(dict[bytes, bytes], await self._client.hgetall(self._key(key)))
+        return {field.decode(): value for field, value in items.items()}
+
+    async def log_append(self, key: str, value: bytes, *, max_len: int) -> None:
+        name = self._key(key)
+        args: list[Any] = [check_value(value), check_count(max_len, "max_len")]
+        await self._script("log_append", [name], args)
+
+    async def log_range(self, key: str, *, limit: int) -> list[bytes]:
+        name = self._key(key)
+        check_count(limit, "limit")
+        with _errors("log_range"):
+            return cast(list[bytes], await self._client.lrange(name, 0, limit - 1))
+
+    async def enqueue(self, queue: str, item_id: str, payload: bytes, *, due_at: float) -> bool:
+        keys = self._queue(queue)
+        args: list[Any] = [check_name(item_id, "item id"), check_value(payload)]
+        args.append(check_time(due_at, "due_at"))
+        return bool(await self._script("enqueue", keys, args))
+
+    async def claim(self, queue: str, *, limit: int, lease: float) -> list[ClaimedItem]:
+        keys = self._queue(queue)
+        args: list[Any] = [check_count(limit, "limit"), check_seconds(lease, "lease")]
+        rows = await self._script("claim", keys, args)
+        return [
+            ClaimedItem(item_id.decode(), payload, int(token), int(attempts), float(due_at))
+            for item_id, payload, token, attempts, due_at in rows
+        ]
+
+    async def ack(self, queue: str, token: int) -> bool:
+        keys = self._queue(queue)
+        return bool(await self._script("ack", keys, [check_count(token, "token")]))
+
+    async def retry(
+        self, queue: str, token: int, *, due_at: float, payload: bytes | None = None
+    ) -> bool:
+        keys = self._queue(queue)
+        args: list[Any] = [check_count(token, "token"), check_time(due_at, "due_at")]
+        args += [0, b""] if payload is None else [1, check_value(payload)]
+        return bool(await self._script("retry", keys, args))
+
+    async def dead(self, queue: str, token: int, *, reason: str = "") -> bool:
+        keys = self._queue(queue)
+        if not isinstance(reason, str):
+            raise TypeError("reason must be a str")
+        return bool(await self._script("dead", keys, [check_count(token, "token"), reason]))
+
+    async def dead_items(self, queue: str, *, limit: int) -> list[DeadItem]:
+        keys = self._queue(queue)
+        rows = await self._script("dead_items", keys, [check_count(limit, "limit")])
+        return [
+            DeadItem(item_id.decode(), payload, int(attempts), reason.decode(), float(failed_at))
+            for item_id, payload, attempts, reason, failed_at in rows
+        ]
+
+    async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
+        keys = self._queue(queue)
+        args: list[Any] = [check_name(item_id, "item id"), check_time(due_at, "due_at")]
+        return bool(await self._script("requeue", keys, args))
+
+    async def discard(self, queue: str, item_id: str) -> bool:
+        keys = self._queue(queue)
+        return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
+
+    async def aclose(self) -> None:
+        if self._owned:
+            with _errors("close"):
+                await self._client.aclose()

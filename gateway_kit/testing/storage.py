@@ -1,0 +1,707 @@
+"""The storage conformance suite: every backend, ours or yours, must pass it.
+
+Subclass ``StorageConformance`` in a test module and give it a ``storage`` fixture::
+
+    class TestMyStorage(StorageConformance):
+        @pytest.fixture
+        async def storage(self, clock: FakeClock) -> AsyncIterator[Storage]:
+            async with MyStorage(clock=clock) as storage:
+                yield storage
+
+Each test gets a fresh, empty store. ``clock`` is a ``FakeClock`` the tests advance instead of
+sleeping. A backend that keeps its server's time (Redis) sets ``injectable_clock = False``:
+tests that need an exact clock are then skipped, and the others let real time pass, briefly.
+Tests run on asyncio through the anyio pytest plugin.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+
+from gateway_kit.exceptions import InvalidKeyError, StorageError
+from gateway_kit.storage.base import (
+    THROTTLED,
+    Increment,
+    Storage,
+    Throttle,
+)
+from gateway_kit.storage.checks import INT64_MAX, INT64_MIN, MAX_KEY_BYTES
+
+__all__ = ["FakeClock", "StorageConformance"]
+
+BINARY = bytes(range(256)) + b"\x00\r\n"
+
+
+class FakeClock:
+    """A clock to pass as ``clock=``: it stands still until ``advance`` moves it."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.time = start
+
+    def __call__(self) -> float:
+        return self.time
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+
+async def _gather(n: int, fn: Callable[[int], Awaitable[Any]]) -> list[Any]:
+    """Run ``fn(0..n-1)`` concurrently and return the results in order."""
+    results: list[Any] = [None] * n
+
+    async def run(i: int) -> None:
+        results[i] = await fn(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(run, i)
+    return results
+
+
+@pytest.mark.anyio
+class StorageConformance:
+    """The contract of ``gateway_kit.storage.Storage``; see the module docstring."""
+
+    #: ``False`` when the backend cannot take an injected clock (it uses its server's).
+    injectable_clock: ClassVar[bool] = True
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        return "asyncio"
+
+    @pytest.fixture
+    def clock(self) -> FakeClock:
+        return FakeClock()
+
+    @pytest.fixture
+    def storage(self, clock: FakeClock) -> Storage:
+        raise NotImplementedError("a StorageConformance subclass provides a `storage` fixture")
+
+    async def pass_time(self, clock: FakeClock, seconds: float) -> None:
+        """Let ``seconds`` pass on the store's clock: advance the fake one, or wait."""
+        if self.injectable_clock:
+            clock.advance(seconds)
+        else:
+            await anyio.sleep(seconds)
+
+    def needs_clock(self) -> None:
+        if not self.injectable_clock:
+            pytest.skip("exact times need an injected clock; this backend keeps its server's")
+
+    # The clock and the lifecycle.
+
+    async def test_now_is_the_store_clock(self, storage: Storage, clock: FakeClock) -> None:
+        if self.injectable_clock:
+            assert await storage.now() == clock()
+            clock.advance(2.5)
+            assert await storage.now() == clock()
+        else:
+            assert abs(await storage.now() - time.time()) < 5
+
+    async def test_context_manager_yields_the_storage_and_closes_it(self, storage: Storage) -> None:
+        async with storage as entered:
+            assert entered is storage
+        await storage.aclose()  # closing twice is harmless
+
+    # Keys and arguments.
+
+    async def test_bad_keys_are_rejected_by_every_operation(self, storage: Storage) -> None:
+        ops: list[Callable[[str], Awaitable[object]]] = [
+            storage.get,
+            lambda k: storage.set(k, b"v"),
+            storage.delete,
+            lambda k: storage.cas(k, None, b"v"),
+            lambda k: storage.incr(k, 1),
+            lambda k: storage.incr_many([Increment(k, 1)]),
+            lambda k: storage.throttle(k, limit=1, period=1),
+            lambda k: storage.map_set(k, "f", b"v"),
+            lambda k: storage.map_get(k, "f"),
+            lambda k: storage.map_delete(k, "f"),
+            storage.map_items,
+            lambda k: storage.log_append(k, b"v", max_len=1),
+            lambda k: storage.log_range(k, limit=1),
+        ]
+        too_long = "ws_1:" + "x" * MAX_KEY_BYTES
+        for key, message in [
+            ("", "empty"),
+            ("no_partition", "partition"),
+            (":name", "partition"),
+            ("ws_1:", "partition"),
+            ("ws{1}:x", "brace"),
+            (too_long, str(MAX_KEY_BYTES)),
+        ]:
+            for op in ops:
+                with pytest.raises(InvalidKeyError, match=message):
+                    await op(key)
+
+    async def test_a_key_of_the_maximum_size_is_accepted(self, storage: Storage) -> None:
+        key = "ws_1:" + "é" * ((MAX_KEY_BYTES - 5) // 2)  # two bytes a character
+        assert len(key.encode()) <= MAX_KEY_BYTES
+        assert await storage.set(key, b"v")
+        assert await storage.get(key) == b"v"
+        with pytest.raises(InvalidKeyError):
+            await storage.get(key + "é")
+
+    async def test_incr_many_stays_in_one_partition(self, storage: Storage) -> None:
+        with pytest.raises(InvalidKeyError, match="partitions"):
+            await storage.incr_many([Increment("ws_1:a", 1), Increment("ws_2:a", 1)])
+        with pytest.raises(InvalidKeyError, match="partitions"):
+            await storage.incr_many([Increment("ws_1:a", 1)], throttle=Throttle("ws_2:t", 1, 1))
+        with pytest.raises(InvalidKeyError, match="twice"):
+            await storage.incr_many([Increment("ws_1:a", 1), Increment("ws_1:a", 2)])
+        assert await storage.get("ws_1:a") is None
+
+    async def test_queue_names_and_item_ids_are_checked(self, storage: Storage) -> None:
+        for queue in ["", "q{1}", "q" * (MAX_KEY_BYTES + 1)]:
+            with pytest.raises(InvalidKeyError):
+                await storage.enqueue(queue, "i", b"p", due_at=0)
+            with pytest.raises(InvalidKeyError):
+                await storage.claim(queue, limit=1, lease=1)
+        with pytest.raises(InvalidKeyError):
+            await storage.enqueue("q", "", b"p", due_at=0)
+        with pytest.raises(InvalidKeyError):
+            await storage.map_set("ws_1:m", "", b"v")
+
+    async def test_values_must_be_bytes(self, storage: Storage) -> None:
+        bad: Any = "text"
+        with pytest.raises(TypeError):
+            await storage.set("ws_1:k", bad)
+        with pytest.raises(TypeError):
+            await storage.cas("ws_1:k", None, bad)
+        with pytest.raises(TypeError):
+            await storage.map_set("ws_1:m", "f", bad)
+        with pytest.raises(TypeError):
+            await storage.log_append("ws_1:l", bad, max_len=1)
+        with pytest.raises(TypeError):
+            await storage.enqueue("q", "i", bad, due_at=0)
+        assert await storage.get("ws_1:k") is None
+
+    async def test_numbers_out_of_range_are_rejected(self, storage: Storage) -> None:
+        bad: Any
+        for bad, error in [(1.5, TypeError), (True, TypeError), (2**63, ValueError)]:
+            with pytest.raises(error):
+                await storage.incr("ws_1:c", bad)
+        for ttl in [0, -1, float("inf"), float("nan")]:
+            with pytest.raises(ValueError, match="ttl"):
+                await storage.set("ws_1:k", b"v", ttl=ttl)
+        with pytest.raises(ValueError, match="lease"):
+            await storage.claim("q", limit=1, lease=0)
+        with pytest.raises(ValueError, match="limit"):
+            await storage.claim("q", limit=0, lease=1)
+        with pytest.raises(ValueError, match="max_len"):
+            await storage.log_append("ws_1:l", b"v", max_len=0)
+        assert await storage.get("ws_1:c") is None
+
+    # Values.
+
+    async def test_get_of_a_missing_key_is_none(self, storage: Storage) -> None:
+        assert await storage.get("ws_1:missing") is None
+
+    async def test_values_are_binary_safe(self, storage: Storage) -> None:
+        for i, value in enumerate([BINARY, b"", b"\x00"]):
+            await storage.set(f"ws_1:{i}", value)
+            assert await storage.get(f"ws_1:{i}") == value
+        await storage.map_set("ws_1:m", "f", BINARY)
+        assert await storage.map_get("ws_1:m", "f") == BINARY
+        await storage.log_append("ws_1:l", BINARY, max_len=5)
+        assert await storage.log_range("ws_1:l", limit=5) == [BINARY]
+        await storage.enqueue("q", "i", BINARY, due_at=0)
+        assert (await storage.claim("q", limit=1, lease=30))[0].payload == BINARY
+
+    async def test_set_overwrites_unless_if_absent(self, storage: Storage) -> None:
+        assert await storage.set("ws_1:k", b"one")
+        assert await storage.set("ws_1:k", b"two")
+        assert not await storage.set("ws_1:k", b"three", if_absent=True)
+        assert await storage.get("ws_1:k") == b"two"
+        assert await storage.set("ws_1:new", b"v", if_absent=True)
+
+    async def test_delete_reports_whether_the_key_was_there(self, storage: Storage) -> None:
+        await storage.set("ws_1:k", b"v")
+        assert await storage.delete("ws_1:k")
+        assert not await storage.delete("ws_1:k")
+        assert await storage.get("ws_1:k") is None
+
+    async def test_cas_swaps_only_on_a_match(self, storage: Storage) -> None:
+        assert not await storage.cas("ws_1:k", b"x", b"y")  # absent is not b"x"
+        assert await storage.get("ws_1:k") is None
+        assert await storage.cas("ws_1:k", None, b"one")  # absent -> present
+        assert not await storage.cas("ws_1:k", None, b"two")  # present is not absent
+        assert not await storage.cas("ws_1:k", b"two", b"three")
+        assert await storage.cas("ws_1:k", b"one", BINARY)
+        assert await storage.get("ws_1:k") == BINARY
+        assert await storage.cas("ws_1:k", BINARY, None)  # new=None deletes
+        assert await storage.get("ws_1:k") is None
+        assert await storage.cas("ws_1:k", None, None)  # absent stays absent
+
+    async def test_cas_is_atomic_under_concurrency(self, storage: Storage) -> None:
+        await storage.set("ws_1:k", b"0")
+        wins = await _gather(50, lambda i: storage.cas("ws_1:k", b"0", b"%d" % (i + 1)))
+        assert sum(wins) == 1
+        assert await storage.get("ws_1:k") == b"%d" % (wins.index(True) + 1)
+
+    async def test_values_expire_after_their_ttl(self, storage: Storage, clock: FakeClock) -> None:
+        await storage.set("ws_1:set", b"v", ttl=0.5)
+        await storage.cas("ws_1:cas", None, b"v", ttl=0.5)
+        await storage.set("ws_1:cleared", b"v", ttl=0.5)
+        await storage.set("ws_1:cleared", b"v")  # a set without ttl makes it lasting
+        assert await storage.get("ws_1:set") == b"v"
+        assert await storage.get("ws_1:cas") == b"v"
+        await self.pass_time(clock, 0.6)
+        assert await storage.get("ws_1:set") is None
+        assert await storage.get("ws_1:cas") is None
+        assert await storage.get("ws_1:cleared") == b"v"
+        assert await storage.set("ws_1:set", b"again", if_absent=True)  # expired is absent
+
+    async def test_ttl_ends_exactly_on_time(self, storage: Storage, clock: FakeClock) -> None:
+        self.needs_clock()
+        await storage.set("ws_1:k", b"v", ttl=10)
+        clock.advance(9.999)
+        assert await storage.get("ws_1:k") == b"v"
+        clock.advance(0.001)
+        assert await storage.get("ws_1:k") is None
+
+    async def test_a_key_holds_one_kind_of_thing(self, storage: Storage) -> None:
+        await storage.map_set("ws_1:k", "f", b"v")
+        with pytest.raises(StorageError):
+            await storage.get("ws_1:k")
+        with pytest.raises(StorageError):
+            await storage.incr("ws_1:k", 1)
+        with pytest.raises(StorageError):
+            await storage.log_append("ws_1:k", b"v", max_len=3)
+        assert await storage.map_items("ws_1:k") == {"f": b"v"}
+        assert not await storage.set("ws_1:k", b"v", if_absent=True)
+        assert await storage.set("ws_1:k", b"value")  # set replaces whatever is there
+        assert await storage.get("ws_1:k") == b"value"
+        with pytest.raises(StorageError):
+            await storage.map_items("ws_1:k")
+
+    # Counters.
+
+    async def test_incr_counts_from_zero_and_refunds(self, storage: Storage) -> None:
+        r = await storage.incr("ws_1:c", 3)
+        assert (r.allowed, r.value) == (True, 3)
+        r = await storage.incr("ws_1:c", 4)
+        assert (r.allowed, r.value) == (True, 7)
+        r = await storage.incr("ws_1:c", -10)
+        assert (r.allowed, r.value) == (True, -3)
+        assert await storage.get("ws_1:c") == b"-3"
+
+    async def test_a_refused_increment_changes_nothing(self, storage: Storage) -> None:
+        assert (await storage.incr("ws_1:c", 4, limit=5)).allowed
+        r = await storage.incr("ws_1:c", 2, limit=5)
+        assert (r.allowed, r.value) == (False, 4)
+        r = await storage.incr("ws_1:c", 1, limit=5)  # the limit itself is reachable
+        assert (r.allowed, r.value) == (True, 5)
+        assert (await storage.incr("ws_1:c", 1, limit=5)).value == 5
+        assert await storage.get("ws_1:c") == b"5"
+
+    async def test_an_amount_over_the_limit_is_refused_on_a_new_key(self, storage: Storage) -> None:
+        r = await storage.incr("ws_1:c", 6, limit=5)
+        assert (r.allowed, r.value) == (False, 0)
+        assert await storage.get("ws_1:c") is None  # not even created
+
+    async def test_refunds_are_never_refused(self, storage: Storage) -> None:
+        await storage.incr("ws_1:c", 10)
+        r = await storage.incr("ws_1:c", -2, limit=5)  # above the limit, a refund still goes
+        assert (r.allowed, r.value) == (True, 8)
+        assert not (await storage.incr("ws_1:c", 1, limit=5)).allowed
+
+    async def test_limits_compare_negative_counters_correctly(self, storage: Storage) -> None:
+        await storage.incr("ws_1:c", -3)  # refunds took it below zero
+        r = await storage.incr("ws_1:c", 7, limit=5)
+        assert (r.allowed, r.value) == (True, 4)
+        assert not (await storage.incr("ws_1:c", 2, limit=5)).allowed
+        await storage.incr("ws_1:d", -10)
+        assert not (await storage.incr("ws_1:d", 20, limit=5)).allowed
+        r = await storage.incr("ws_1:d", 3, limit=-5)
+        assert (r.allowed, r.value) == (True, -7)
+        assert not (await storage.incr("ws_1:d", 3, limit=-5)).allowed
+
+    async def test_counters_hold_64_bit_values_exactly(self, storage: Storage) -> None:
+        big = 2**53 + 1  # not representable as a double
+        assert (await storage.incr("ws_1:c", big)).value == big
+        assert (await storage.incr("ws_1:c", 2)).value == big + 2
+        assert (await storage.incr("ws_1:max", INT64_MAX, limit=INT64_MAX)).value == INT64_MAX
+        with pytest.raises(StorageError, match="overflow"):
+            await storage.incr("ws_1:max", 1)
+        assert await storage.get("ws_1:max") == str(INT64_MAX).encode()
+        assert (await storage.incr("ws_1:min", INT64_MIN)).value == INT64_MIN
+        with pytest.raises(StorageError, match="overflow"):
+            await storage.incr("ws_1:min", -1)
+        r = await storage.incr("ws_1:lim", 2**62, limit=2**62 + 5)
+        assert (r.allowed, r.value) == (True, 2**62)
+        r = await storage.incr("ws_1:lim", 6, limit=2**62 + 5)
+        assert (r.allowed, r.value) == (False, 2**62)
+
+    async def test_incr_refuses_a_value_that_is_not_a_counter(self, storage: Storage) -> None:
+        for value in [b"abc", b"007", b"1.5", b"", b"-0", str(2**63).encode()]:
+            await storage.set("ws_1:c", value)
+            with pytest.raises(StorageError):
+                await storage.incr("ws_1:c", 1)
+            assert await storage.get("ws_1:c") == value
+        await storage.set("ws_1:c", b"41")
+        assert (await storage.incr("ws_1:c", 1)).value == 42
+
+    async def test_counter_ttl_is_set_once_and_never_extended(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.incr("ws_1:c", 1, ttl=0.6)
+        await self.pass_time(clock, 0.35)
+        assert (await storage.incr("ws_1:c", 1, ttl=0.6)).value == 2
+        await self.pass_time(clock, 0.35)
+        assert await storage.get("ws_1:c") is None  # 0.7 s after creation
+        # The next period starts from zero, with a TTL of its own.
+        assert (await storage.incr("ws_1:c", 1, ttl=0.6)).value == 1
+        await storage.incr("ws_1:lasting", 1)
+        await storage.incr("ws_1:lasting", 1, ttl=0.1)  # an existing key gets no TTL
+        await self.pass_time(clock, 0.2)
+        assert await storage.get("ws_1:lasting") == b"2"
+
+    async def test_period_keys_roll_over(self, storage: Storage, clock: FakeClock) -> None:
+        self.needs_clock()
+        month = 30 * 86400.0
+        for _ in range(3):
+            await storage.incr("ws_1:quota", 1, ttl=month, limit=3)
+        assert not (await storage.incr("ws_1:quota", 1, ttl=month, limit=3)).allowed
+        clock.advance(month - 0.001)
+        assert not (await storage.incr("ws_1:quota", 1, ttl=month, limit=3)).allowed
+        clock.advance(0.001)
+        r = await storage.incr("ws_1:quota", 1, ttl=month, limit=3)
+        assert (r.allowed, r.value) == (True, 1)
+
+    async def test_concurrent_increments_admit_exactly_the_limit(self, storage: Storage) -> None:
+        results = await _gather(200, lambda _: storage.incr("ws_1:c", 1, limit=5))
+        assert sum(r.allowed for r in results) == 5
+        assert sorted(r.value for r in results if r.allowed) == [1, 2, 3, 4, 5]
+        assert await storage.get("ws_1:c") == b"5"
+
+    # incr_many.
+
+    async def test_incr_many_applies_every_increment(self, storage: Storage) -> None:
+        await storage.incr("ws_1:b", 10)
+        result = await storage.incr_many(
+            [Increment("ws_1:a", 1, limit=5), Increment("ws_1:b", -4), Increment("ws_1:c", 2**40)]
+        )
+        assert result.allowed
+        assert result.refused is None
+        assert result.throttle is None
+        assert dict(result.values) == {"ws_1:a": 1, "ws_1:b": 6, "ws_1:c": 2**40}
+        assert await storage.get("ws_1:b") == b"6"
+        assert (await storage.incr_many([])).allowed
+
+    async def test_incr_many_is_all_or_nothing(self, storage: Storage) -> None:
+        await storage.incr("ws_1:b", 9)
+        incs = [Increment("ws_1:a", 1), Increment("ws_1:b", 2, limit=10), Increment("ws_1:c", 5)]
+        result = await storage.incr_many(incs)
+        assert not result.allowed
+        assert result.refused == "ws_1:b"
+        assert dict(result.values) == {"ws_1:a": 0, "ws_1:b": 9, "ws_1:c": 0}
+        assert await storage.get("ws_1:a") is None
+        assert await storage.get("ws_1:c") is None
+
+    async def test_incr_many_names_the_first_refusal(self, storage: Storage) -> None:
+        incs = [Increment("ws_1:a", 2, limit=1), Increment("ws_1:b", 2, limit=1)]
+        assert (await storage.incr_many(incs)).refused == "ws_1:a"
+
+    async def test_incr_many_overflow_changes_nothing(self, storage: Storage) -> None:
+        await storage.incr("ws_1:b", INT64_MAX)
+        with pytest.raises(StorageError, match="overflow"):
+            await storage.incr_many([Increment("ws_1:a", 1), Increment("ws_1:b", 1)])
+        assert await storage.get("ws_1:a") is None
+
+    async def test_incr_many_sets_ttls_at_creation(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.incr("ws_1:old", 1)
+        await storage.incr_many(
+            [Increment("ws_1:new", 1, ttl=0.3), Increment("ws_1:old", 1, ttl=0.3)]
+        )
+        await self.pass_time(clock, 0.4)
+        assert await storage.get("ws_1:new") is None
+        assert await storage.get("ws_1:old") == b"2"
+
+    async def test_a_throttle_refusal_changes_nothing(self, storage: Storage) -> None:
+        rate = Throttle("ws_1:burst", limit=1, period=3600)
+        first = await storage.incr_many([Increment("ws_1:quota", 1, limit=10)], throttle=rate)
+        assert first.allowed
+        assert first.throttle is not None
+        assert first.throttle.allowed
+        second = await storage.incr_many([Increment("ws_1:quota", 1, limit=10)], throttle=rate)
+        assert not second.allowed
+        assert second.refused == THROTTLED
+        assert second.throttle is not None
+        assert not second.throttle.allowed
+        assert 3599 < second.throttle.retry_after <= 3600
+        assert dict(second.values) == {"ws_1:quota": 1}
+        assert await storage.get("ws_1:quota") == b"1"
+
+    async def test_a_counter_refusal_leaves_the_throttle_untouched(self, storage: Storage) -> None:
+        rate = Throttle("ws_1:burst", limit=3, period=3600)
+        incs = [Increment("ws_1:quota", 1, limit=1)]
+        ok = await storage.incr_many(incs, throttle=rate)
+        assert ok.allowed
+        assert ok.throttle is not None
+        assert ok.throttle.remaining == 2
+        refused = await storage.incr_many(incs, throttle=rate)
+        assert refused.refused == "ws_1:quota"
+        # The throttle's state as it stands: one of three taken, two remaining.
+        assert refused.throttle is not None
+        assert refused.throttle.remaining == 2
+        assert (await storage.throttle("ws_1:burst", limit=3, period=3600)).remaining == 1
+        assert (await storage.throttle("ws_1:burst", limit=3, period=3600)).remaining == 0
+
+    async def test_concurrent_admissions_admit_exactly_the_limit(self, storage: Storage) -> None:
+        incs = [Increment("ws_1:requests", 1, limit=5), Increment("ws_1:spend", 250)]
+        rate = Throttle("ws_1:burst", limit=100, period=3600)
+        results = await _gather(200, lambda _: storage.incr_many(incs, throttle=rate))
+        assert sum(r.allowed for r in results) == 5
+        assert await storage.get("ws_1:requests") == b"5"
+        assert await storage.get("ws_1:spend") == b"1250"
+        assert (await storage.throttle("ws_1:burst", limit=100, period=3600)).remaining == 94
+
+    # The throttle (GCRA).
+
+    async def test_throttle_admits_a_burst_then_one_per_interval(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        self.needs_clock()
+
+        async def take() -> Any:
+            return await storage.throttle("ws_1:rpm", limit=60, period=60)
+
+        for expected_remaining in range(59, -1, -1):
+            r = await take()
+            assert (r.allowed, r.remaining, r.retry_after) == (True, expected_remaining, 0.0)
+        assert r.reset_after == 60.0
+        r = await take()
+        assert (r.allowed, r.remaining, r.retry_after, r.reset_after) == (False, 0, 1.0, 60.0)
+        clock.advance(0.25)
+        r = await take()
+        assert (r.allowed, r.retry_after, r.reset_after) == (False, 0.75, 59.75)
+        clock.advance(0.749)
+        r = await take()
+        assert not r.allowed
+        assert r.retry_after == pytest.approx(0.001, abs=1e-9)
+        clock.advance(0.001)
+        r = await take()
+        assert (r.allowed, r.remaining, r.reset_after) == (True, 0, 60.0)
+        clock.advance(60)
+        assert (await take()).remaining == 59
+
+    async def test_throttle_burst_and_cost(self, storage: Storage, clock: FakeClock) -> None:
+        self.needs_clock()
+        for _ in range(3):
+            assert (await storage.throttle("ws_1:t", limit=10, period=1, burst=3)).allowed
+        r = await storage.throttle("ws_1:t", limit=10, period=1, burst=3)
+        assert (r.allowed, r.retry_after) == (False, 0.1)
+        r = await storage.throttle("ws_1:c", limit=10, period=1, cost=6)
+        assert (r.allowed, r.remaining, r.reset_after) == (True, 4, 0.6)
+        r = await storage.throttle("ws_1:c", limit=10, period=1, cost=6)
+        assert (r.allowed, r.remaining, r.retry_after) == (False, 4, 0.2)
+        r = await storage.throttle("ws_1:c", limit=10, period=1, cost=0)  # a look, no change
+        assert (r.allowed, r.remaining) == (True, 4)
+        clock.advance(0.2)
+        assert (await storage.throttle("ws_1:c", limit=10, period=1, cost=6)).allowed
+
+    async def test_throttle_arguments_are_checked(self, storage: Storage) -> None:
+        with pytest.raises(ValueError, match="burst"):
+            await storage.throttle("ws_1:t", limit=10, period=1, burst=3, cost=4)
+        with pytest.raises(ValueError, match="limit"):
+            await storage.throttle("ws_1:t", limit=0, period=1)
+        with pytest.raises(ValueError, match="period"):
+            await storage.throttle("ws_1:t", limit=1, period=0)
+        assert await storage.get("ws_1:t") is None
+
+    async def test_throttle_refills_with_time(self, storage: Storage, clock: FakeClock) -> None:
+        for _ in range(2):
+            assert (await storage.throttle("ws_1:t", limit=2, period=0.4)).allowed
+        refused = await storage.throttle("ws_1:t", limit=2, period=0.4)
+        assert not refused.allowed
+        assert 0.1 < refused.retry_after <= 0.2
+        assert 0.3 < refused.reset_after <= 0.4
+        await self.pass_time(clock, 0.45)
+        r = await storage.throttle("ws_1:t", limit=2, period=0.4)
+        assert (r.allowed, r.remaining) == (True, 1)
+
+    async def test_a_concurrent_burst_admits_exactly_the_burst(self, storage: Storage) -> None:
+        results = await _gather(100, lambda _: storage.throttle("ws_1:t", limit=60, period=3600))
+        assert sum(r.allowed for r in results) == 60
+        assert sorted(r.remaining for r in results if r.allowed) == list(range(60))
+
+    # Maps and logs.
+
+    async def test_map_fields(self, storage: Storage) -> None:
+        assert await storage.map_items("ws_1:m") == {}
+        assert await storage.map_get("ws_1:m", "a") is None
+        await storage.map_set("ws_1:m", "a", b"1")
+        await storage.map_set("ws_1:m", "b", b"2")
+        await storage.map_set("ws_1:m", "a", b"3")
+        await storage.map_set("ws_1:m", "ключ", b"4")
+        assert await storage.map_get("ws_1:m", "a") == b"3"
+        assert await storage.map_items("ws_1:m") == {"a": b"3", "b": b"2", "ключ": b"4"}
+        assert await storage.map_delete("ws_1:m", "a")
+        assert not await storage.map_delete("ws_1:m", "a")
+        assert await storage.map_items("ws_1:m") == {"b": b"2", "ключ": b"4"}
+        assert await storage.map_items("ws_1:other") == {}
+
+    async def test_a_map_ends_with_its_last_field(self, storage: Storage) -> None:
+        await storage.map_set("ws_1:m", "a", b"1")
+        assert await storage.map_delete("ws_1:m", "a")
+        assert not await storage.delete("ws_1:m")
+        await storage.map_set("ws_1:m", "a", b"1")
+        assert await storage.delete("ws_1:m")  # delete removes the whole map
+        assert await storage.map_items("ws_1:m") == {}
+
+    async def test_logs_are_newest_first_and_capped(self, storage: Storage) -> None:
+        assert await storage.log_range("ws_1:log", limit=10) == []
+        for i in range(7):
+            await storage.log_append("ws_1:log", b"%d" % i, max_len=5)
+        assert await storage.log_range("ws_1:log", limit=10) == [b"6", b"5", b"4", b"3", b"2"]
+        assert await storage.log_range("ws_1:log", limit=2) == [b"6", b"5"]
+        assert await storage.delete("ws_1:log")
+        assert await storage.log_range("ws_1:log", limit=10) == []
+
+    # The queue.
+
+    async def test_enqueue_is_idempotent_by_id(self, storage: Storage) -> None:
+        now = await storage.now()
+        assert await storage.enqueue("q", "evt_1", b"first", due_at=now)
+        assert not await storage.enqueue("q", "evt_1", b"second", due_at=now)
+        [item] = await storage.claim("q", limit=10, lease=30)
+        assert (item.item_id, item.payload, item.attempts, item.due_at) == (
+            "evt_1",
+            b"first",
+            1,
+            now,
+        )
+        assert not await storage.enqueue("q", "evt_1", b"third", due_at=now)  # leased is present
+
+    async def test_claim_takes_due_items_earliest_first(self, storage: Storage) -> None:
+        now = await storage.now()
+        for item_id, due in [("late", now - 1), ("early", now - 5), ("future", now + 3600)]:
+            await storage.enqueue("q", item_id, item_id.encode(), due_at=due)
+        await storage.enqueue("q", "mid", b"mid", due_at=now - 3)
+        first = await storage.claim("q", limit=2, lease=30)
+        assert [i.item_id for i in first] == ["early", "mid"]
+        assert [i.item_id for i in await storage.claim("q", limit=10, lease=30)] == ["late"]
+        assert await storage.claim("q", limit=10, lease=30) == []  # leased, and not yet due
+
+    async def test_queues_are_separate(self, storage: Storage) -> None:
+        await storage.enqueue("a", "x", b"a", due_at=0)
+        await storage.enqueue("b", "x", b"b", due_at=0)
+        assert [i.payload for i in await storage.claim("b", limit=5, lease=30)] == [b"b"]
+        assert [i.payload for i in await storage.claim("a", limit=5, lease=30)] == [b"a"]
+
+    async def test_tokens_grow_with_every_claim(self, storage: Storage) -> None:
+        tokens = []
+        for round_ in range(3):
+            await storage.enqueue("q", "i", b"p", due_at=0)
+            await storage.enqueue("q", f"other{round_}", b"p", due_at=0)
+            claimed = await storage.claim("q", limit=5, lease=30)
+            tokens += [c.token for c in claimed]
+            for c in claimed:
+                assert await storage.ack("q", c.token)
+        assert tokens == sorted(tokens)
+        assert len(set(tokens)) == len(tokens) == 6
+
+    async def test_ack_finishes_an_item_and_frees_its_id(self, storage: Storage) -> None:
+        await storage.enqueue("q", "i", b"p", due_at=0)
+        [item] = await storage.claim("q", limit=1, lease=30)
+        assert await storage.ack("q", item.token)
+        assert not await storage.ack("q", item.token)
+        assert not await storage.ack("q", item.token + 1000)
+        assert await storage.enqueue("q", "i", b"again", due_at=0)  # a new delivery
+        [again] = await storage.claim("q", limit=1, lease=30)
+        assert (again.payload, again.attempts) == (b"again", 1)
+
+    async def test_a_lapsed_lease_is_claimed_again_and_fences_the_old_token(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.enqueue("q", "i", b"p", due_at=0)
+        [first] = await storage.claim("q", limit=1, lease=0.3)
+        assert await storage.claim("q", limit=1, lease=0.3) == []
+        await self.pass_time(clock, 0.4)  # the worker died: its lease lapses
+        [second] = await storage.claim("q", limit=1, lease=30)
+        assert (second.item_id, second.attempts) == ("i", 2)
+        assert second.token > first.token
+        assert not await storage.ack("q", first.token)
+        assert not await storage.retry("q", first.token, due_at=0)
+        assert not await storage.dead("q", first.token)
+        assert await storage.ack("q", second.token)
+
+    async def test_a_lapsed_lease_still_acks_until_reclaimed(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.enqueue("q", "i", b"p", due_at=0)
+        [item] = await storage.claim("q", limit=1, lease=0.2)
+        await self.pass_time(clock, 0.3)
+        assert await storage.ack("q", item.token)  # slow, but nobody else took it
+        assert await storage.claim("q", limit=1, lease=30) == []
+
+    async def test_retry_reschedules_with_a_new_payload(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.enqueue("q", "i", b"v1", due_at=0)
+        [item] = await storage.claim("q", limit=1, lease=30)
+        due = await storage.now() + 0.3
+        assert await storage.retry("q", item.token, due_at=due, payload=b"v2")
+        assert not await storage.ack("q", item.token)  # the retry ended that lease
+        assert await storage.claim("q", limit=1, lease=30) == []
+        await self.pass_time(clock, 0.4)
+        [again] = await storage.claim("q", limit=1, lease=30)
+        assert (again.payload, again.attempts, again.due_at) == (b"v2", 2, due)
+        assert await storage.retry("q", again.token, due_at=0)
+        [third] = await storage.claim("q", limit=1, lease=30)
+        assert (third.payload, third.attempts) == (b"v2", 3)
+
+    async def test_dead_letters_are_listed_requeued_and_discarded(self, storage: Storage) -> None:
+        for item_id in ["a", "b", "c"]:
+            await storage.enqueue("q", item_id, item_id.encode(), due_at=0)
+        claimed = await storage.claim("q", limit=3, lease=30)
+        for item, reason in zip(claimed, ["timeout", "http 500", "gone"], strict=True):
+            assert await storage.dead("q", item.token, reason=reason)
+            assert not await storage.ack("q", item.token)
+        assert await storage.claim("q", limit=5, lease=30) == []
+        dead = await storage.dead_items("q", limit=10)
+        assert [(d.item_id, d.payload, d.attempts, d.reason) for d in dead] == [
+            ("a", b"a", 1, "timeout"),
+            ("b", b"b", 1, "http 500"),
+            ("c", b"c", 1, "gone"),
+        ]
+        assert dead[0].failed_at == pytest.approx(await storage.now(), abs=5)
+        assert [d.item_id for d in await storage.dead_items("q", limit=2)] == ["a", "b"]
+        assert not await storage.enqueue("q", "a", b"new", due_at=0)  # a dead id is present
+        assert await storage.requeue("q", "a", due_at=0)  # the replay: same id
+        assert not await storage.requeue("q", "a", due_at=0)  # no longer dead
+        assert not await storage.requeue("q", "missing", due_at=0)
+        [replayed] = await storage.claim("q", limit=5, lease=30)
+        assert (replayed.item_id, replayed.payload, replayed.attempts) == ("a", b"a", 1)
+        assert await storage.discard("q", "b")
+        assert not await storage.discard("q", "b")
+        assert [d.item_id for d in await storage.dead_items("q", limit=10)] == ["c"]
+        assert await storage.enqueue("q", "b", b"b2", due_at=0)
+
+    async def test_discard_ends_a_lease(self, storage: Storage) -> None:
+        await storage.enqueue("q", "i", b"p", due_at=0)
+        [item] = await storage.claim("q", limit=1, lease=30)
+        assert await storage.discard("q", "i")
+        assert not await storage.ack("q", item.token)
+        assert await storage.claim("q", limit=1, lease=30) == []
+
+    async def test_concurrent_claims_are_disjoint(self, storage: Storage) -> None:
+        for i in range(40):
+            await storage.enqueue("q", f"i{i:02}", b"p", due_at=0)
+
+        async def worker(_: int) -> list[str]:
+            mine: list[str] = []
+            while batch := await storage.claim("q", limit=3, lease=30):
+                mine += [c.item_id for c in batch]
+            return mine
+
+        claimed = [item for mine in await _gather(8, worker) for item in mine]
+        assert sorted(claimed) == [f"i{i:02}" for i in range(40)]
