@@ -15,8 +15,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway_kit import Gateway, GatewayConfig, create_app
+from gateway_kit.config import AuthConfig, StorageConfig
 
-gateway = Gateway(GatewayConfig())
+# The offline mock, state in memory, and no API keys: an internal service behind its own auth.
+# In real life: Gateway(load_config("gateway.toml")); examples/fastapi_limits.py shows keys.
+gateway = Gateway(
+    GatewayConfig(storage=StorageConfig(url="memory://"), auth=AuthConfig(mode="off"))
+)
 
 
 @asynccontextmanager

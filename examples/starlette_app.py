@@ -18,8 +18,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from gateway_kit import Gateway, GatewayConfig, create_app
+from gateway_kit.config import AuthConfig, StorageConfig
 
-gateway = Gateway(GatewayConfig())  # the offline mock; load_config("gateway.toml") in real life
+# The offline mock, state in memory, and no API keys: an internal service behind its own auth.
+# In real life: Gateway(load_config("gateway.toml")); examples/fastapi_limits.py shows keys.
+gateway = Gateway(
+    GatewayConfig(storage=StorageConfig(url="memory://"), auth=AuthConfig(mode="off"))
+)
 
 
 async def orders(request: Request) -> JSONResponse:

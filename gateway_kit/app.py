@@ -1,6 +1,7 @@
 """``create_app``: the standalone gateway as a Starlette application.
 
-Routes: ``POST /v1/chat/completions`` (the layer stack), ``GET /v1/models``, ``GET /healthz``.
+Routes: ``POST /v1/chat/completions`` (the layer stack), ``GET /v1/models``, ``GET /v1/me``,
+the management API under ``/api/v1`` (all behind ``AuthMiddleware``) and ``GET /healthz``.
 Every other path, and every error Starlette raises, answers in the OpenAI error shape.
 """
 
@@ -15,11 +16,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from gateway_kit._asgi import error_body
+from gateway_kit.api import management_routes, me_endpoint
 from gateway_kit.config import GatewayConfig
 from gateway_kit.gateway import Gateway
+from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.telemetry import TelemetryMiddleware
 from gateway_kit.stack import build_chat_stack
 
@@ -70,10 +73,13 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
         status = "ok" if gw.running else "starting"
         return JSONResponse({"status": status}, status_code=200 if gw.running else 503)
 
+    auth = [Middleware(AuthMiddleware, gateway=gw, public_paths=())]
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", build_chat_stack(gw), methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"], middleware=auth),
+            Route("/v1/me", me_endpoint(gw), methods=["GET"], middleware=auth),
+            Mount("/api/v1", routes=management_routes(gw), middleware=auth),
             Route("/healthz", healthz, methods=["GET"]),
         ],
         middleware=[Middleware(TelemetryMiddleware)],

@@ -93,6 +93,8 @@ class StorageConfig(_Config):
 
     #: The standalone gateway's embedded default: a SQLite file in the working directory.
     url: str = "sqlite:///gateway-kit.db"
+    #: Redis only: the namespace of every key, so that several gateways can share one server.
+    redis_prefix: str = Field(default="gk:", min_length=1, max_length=64)
 
 
 class PlanConfig(_Config):

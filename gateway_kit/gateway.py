@@ -6,6 +6,8 @@ endpoints hold a reference and use its resources at request time.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -13,11 +15,15 @@ from typing import Self
 
 import httpx
 
+from gateway_kit.bus import EventBus
 from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.exceptions import ConfigError, GatewayError
+from gateway_kit.keys import Keys
 from gateway_kit.providers.base import Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
+from gateway_kit.storage import Storage, storage_from_url
+from gateway_kit.workspaces import Workspaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,22 +60,32 @@ def create_http_client(
 class Gateway:
     """Owns storage, HTTP clients and providers; enter it before serving requests.
 
-    ``http_client`` (optional) is used for every HTTP provider instead of clients the gateway
-    would create; the caller keeps ownership. ``providers`` replaces providers by name, for
-    tests and custom integrations.
+    ``storage`` (optional) replaces the backend ``config.storage.url`` names; ``http_client``
+    is used for every HTTP provider instead of clients the gateway would create; the caller
+    keeps ownership of both. ``providers`` replaces providers by name, for tests and custom
+    integrations. ``events`` is the bus layers publish to; subscribe before or after entering.
+    ``clock`` (Unix seconds) decides quota periods; tests pass the fake clock they give storage.
     """
 
     def __init__(
         self,
         config: GatewayConfig | None = None,
         *,
+        storage: Storage | None = None,
         http_client: httpx.AsyncClient | None = None,
         providers: dict[str, Provider] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config if config is not None else GatewayConfig()
+        self.events = EventBus()
+        self.clock = clock
+        self._injected_storage = storage
+        self._storage: Storage | None = None
         self._http_client = http_client
         self._provider_overrides = dict(providers or {})
         self._routes: dict[str, ModelRoute] = {}
+        self._workspaces: Workspaces | None = None
+        self._keys: Keys | None = None
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:
@@ -78,6 +94,19 @@ class Gateway:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
+            storage = self._injected_storage
+            if storage is None:
+                url = self.config.storage.url
+                options = {"prefix": self.config.storage.redis_prefix} if "redis" in url[:6] else {}
+                try:
+                    storage = storage_from_url(url, **options)
+                except ValueError as exc:
+                    raise ConfigError(f"storage.url: {exc}") from None
+                await stack.enter_async_context(storage)
+            self._storage = storage
+            cache_ttl = self.config.auth.cache_ttl_s
+            self._workspaces = Workspaces(storage, self.config, cache_ttl=cache_ttl)
+            self._keys = Keys(storage, self.events, cache_ttl=cache_ttl)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
                 or await self._open_provider(spec, stack)
@@ -105,6 +134,7 @@ class Gateway:
     ) -> None:
         stack, self._stack = self._stack, None
         self._routes = {}
+        self._storage = self._workspaces = self._keys = None
         if stack is not None:
             await stack.aclose()
 
@@ -133,6 +163,24 @@ class Gateway:
     @property
     def running(self) -> bool:
         return self._stack is not None
+
+    @property
+    def storage(self) -> Storage:
+        if self._storage is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._storage
+
+    @property
+    def workspaces(self) -> Workspaces:
+        if self._workspaces is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._workspaces
+
+    @property
+    def keys(self) -> Keys:
+        if self._keys is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._keys
 
     def route(self, model: str) -> ModelRoute | None:
         """Where ``model`` is served, or ``None`` for an unknown model."""

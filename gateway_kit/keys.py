@@ -17,12 +17,14 @@ import re
 import secrets
 import string
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 
 from cachetools import TTLCache
 
 from gateway_kit._asgi import Principal
 from gateway_kit.bus import EventBus
 from gateway_kit.exceptions import NotFoundError
+from gateway_kit.periods import iso_utc
 from gateway_kit.storage import Storage
 
 KEY_PATTERN = re.compile(r"gk_[A-Za-z0-9_-]{43}")
@@ -50,16 +52,16 @@ class ApiKey:
         return self.revoked_at is None
 
     def public(self) -> dict[str, object]:
-        """The fields the API and CLI show."""
+        """The fields the API and CLI show (times in ISO 8601 UTC)."""
         return {
             "key_id": self.key_id,
             "workspace_id": self.workspace_id,
             "name": self.name,
             "prefix": self.prefix,
-            "created_at": self.created_at,
-            "rotated_at": self.rotated_at,
-            "revoked_at": self.revoked_at,
             "status": "active" if self.active else "revoked",
+            "created_at": _iso(self.created_at),
+            "rotated_at": _iso(self.rotated_at),
+            "revoked_at": _iso(self.revoked_at),
         }
 
 
@@ -78,6 +80,10 @@ class KeyChange:
     key: ApiKey
     action: str
     at: float
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else iso_utc(datetime.fromtimestamp(moment, UTC))
 
 
 def hash_key(secret: str) -> str:

@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from gateway_kit._asgi import ASGIApp
 from gateway_kit.gateway import Gateway
+from gateway_kit.layers.auth import AuthMiddleware
+from gateway_kit.layers.limits import LimitsMiddleware
 from gateway_kit.proxy import ChatCompletionsEndpoint
+
+#: The chat route's layers, outermost first. Each takes ``(app, *, gateway=...)``.
+CHAT_LAYERS = (AuthMiddleware, LimitsMiddleware)
 
 
 def build_chat_stack(gateway: Gateway) -> ASGIApp:
-    """``POST /v1/chat/completions``: the proxy endpoint inside the enabled layers."""
+    """``POST /v1/chat/completions``: the proxy endpoint inside the layers, in order."""
     app: ASGIApp = ChatCompletionsEndpoint(gateway)
+    for layer in reversed(CHAT_LAYERS):
+        app = layer(app, gateway=gateway)
     return app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,15 @@ import anyio
 import httpx
 
 from gateway_kit import Gateway, GatewayConfig, ModelConfig, ProviderConfig
+from gateway_kit.config import AuthConfig, StorageConfig
+
+#: In-memory state and no API keys: for tests of the proxy itself.
+OPEN = {"storage": StorageConfig(url="memory://"), "auth": AuthConfig(mode="off")}
+
+
+def offline_config(**fields: Any) -> GatewayConfig:
+    """The offline demo's models, in memory, without keys (unless ``fields`` say otherwise)."""
+    return GatewayConfig(**{**OPEN, **fields})
 
 
 def chunk(content: str = "", *, index: int = 0, finish: str | None = None, **delta: Any) -> bytes:
@@ -117,6 +127,7 @@ def upstream_config(**models: str) -> GatewayConfig:
     """A config with one OpenAI-compatible provider ``up`` and the given model aliases."""
     aliases = models or {"gpt-fake": "gpt-fake"}
     return GatewayConfig(
+        **OPEN,
         providers=(
             ProviderConfig(name="up", base_url="https://upstream.test/v1", api_key="sk-up"),
         ),
@@ -130,3 +141,73 @@ def upstream_config(**models: str) -> GatewayConfig:
 def gateway_for(upstream: FakeUpstream, config: GatewayConfig | None = None) -> Gateway:
     client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
     return Gateway(config or upstream_config(), http_client=client)
+
+
+@dataclass
+class Env:
+    """A running gateway on memory storage with a fake clock, a workspace and its key."""
+
+    gateway: Gateway
+    recorder: Any
+    clock: Any
+    storage: Any
+    upstream: FakeUpstream
+    workspace_id: str
+    key: str
+
+    def auth(self, key: str | None = None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key or self.key}"}
+
+    async def chat(self, key: str | None = None, **body: Any) -> Any:
+        payload = {"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}], **body}
+        return await self.recorder.request(
+            "POST", "/v1/chat/completions", json=payload, headers=self.auth(key)
+        )
+
+    async def used_requests(self) -> int:
+        me = await self.recorder.request("GET", "/v1/me", headers=self.auth())
+        return int(me.json()["used_requests"])
+
+
+TEST_PLANS = {
+    "tiny": {"included_requests": 5, "burst_limit_rpm": 3},
+    "scale": {"included_requests": 1000, "burst_limit_rpm": 600},
+}
+
+
+@asynccontextmanager
+async def provisioned(
+    plan: str = "tiny", *, storage_class: Any = None, **config: Any
+) -> AsyncIterator[Env]:
+    """A gateway with Auth and Limits on, its workspace on ``plan``, and one key."""
+    from gateway_kit import MemoryStorage, create_app
+    from gateway_kit.testing import ASGIRecorder, FakeClock
+
+    clock = FakeClock(1_795_000_000.0)  # 2026-11-18, mid-month
+    fields = {
+        "storage": {"url": "memory://"},
+        "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],
+        "models": [{"name": "gpt-fake", "provider": "up"}],
+        "plans": TEST_PLANS,
+        "default_plan": "tiny",
+        "auth": {"cache_ttl_s": 0},
+        **config,
+    }
+    upstream = FakeUpstream()
+    client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    async with (storage_class or MemoryStorage)(clock=clock) as storage:
+        gateway = Gateway(
+            GatewayConfig.model_validate(fields), storage=storage, http_client=client, clock=clock
+        )
+        async with gateway:
+            workspace = await gateway.workspaces.create("team@example.com", plan=plan)
+            made = await gateway.keys.create(workspace.id)
+            yield Env(
+                gateway,
+                ASGIRecorder(create_app(gateway=gateway)),
+                clock,
+                storage,
+                upstream,
+                workspace.id,
+                made.secret,
+            )

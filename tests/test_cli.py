@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(*args: str) -> Iterator[tuple[list[str], str]]:
+def serving(*args: str, cwd: Path) -> Iterator[tuple[list[str], str]]:
     """Run `gateway-kit serve` in a child process; yield (its output lines so far, base URL)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_KIT_")}
@@ -36,6 +37,7 @@ def serving(*args: str) -> Iterator[tuple[list[str], str]]:
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        cwd=cwd,
     )
     assert process.stdout is not None
     output: list[str] = []
@@ -52,26 +54,42 @@ def serving(*args: str) -> Iterator[tuple[list[str], str]]:
         process.wait(10)
 
 
-def test_serve_without_config_runs_the_offline_demo_and_says_how_to_call_it() -> None:
-    with serving() as (output, base_url):
-        response = httpx.post(
-            f"{base_url}/v1/chat/completions",
-            json={"model": "mock-large", "messages": [{"role": "user", "content": "Hello"}]},
-        )
+def test_serve_without_config_runs_the_offline_demo_and_prints_a_working_key(
+    tmp_path: Path,
+) -> None:
+    hello = {"model": "mock-large", "messages": [{"role": "user", "content": "Hello"}]}
+    with serving(cwd=tmp_path) as (output, base_url):
+        banner = "".join(output)
+        key = re.search(r"gk_[A-Za-z0-9_-]{43}", banner)
+        assert key is not None
+        url = f"{base_url}/v1/chat/completions"
+        assert httpx.post(url, json=hello).status_code == 401
+        response = httpx.post(url, json=hello, headers={"authorization": f"Bearer {key[0]}"})
         assert response.status_code == 200
         assert response.headers["x-request-id"].startswith("req_")
-    banner = "".join(output)
     assert "running offline on the built-in mock provider" in banner
     assert f"curl {base_url}/v1/chat/completions" in banner
+    assert (tmp_path / "gateway-kit.db").exists()  # the embedded default
+    # A restart issues a new key and the old one stops working.
+    with serving(cwd=tmp_path) as (output, base_url):
+        new_key = re.search(r"gk_[A-Za-z0-9_-]{43}", "".join(output))
+        assert new_key is not None
+        assert new_key[0] != key[0]
+        url = f"{base_url}/v1/chat/completions"
+        old = httpx.post(url, json=hello, headers={"authorization": f"Bearer {key[0]}"})
+        assert old.status_code == 401
+        new = httpx.post(url, json=hello, headers={"authorization": f"Bearer {new_key[0]}"})
+        assert new.status_code == 200
 
 
 def test_serve_with_a_config_file(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
     config.write_text(
+        '[storage]\nurl = "memory://"\n[auth]\nmode = "off"\n\n'
         '[[providers]]\nname = "local"\ntype = "mock"\n\n'
         '[[models]]\nname = "house-model"\nprovider = "local"\n'
     )
-    with serving("--config", str(config)) as (output, base_url):
+    with serving("--config", str(config), cwd=tmp_path) as (output, base_url):
         models = httpx.get(f"{base_url}/v1/models").json()
     assert [m["id"] for m in models["data"]] == ["house-model"]
     assert "running offline" not in "".join(output)

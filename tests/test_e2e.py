@@ -16,7 +16,7 @@ import pytest
 from gateway_kit import GatewayConfig, ModelConfig, ProviderConfig, create_app
 from gateway_kit._asgi import Message, Receive, Scope, Send
 from gateway_kit.testing import run_server
-from tests.fakes import COMPLETION, DONE, chunk
+from tests.fakes import COMPLETION, DONE, OPEN, chunk, offline_config
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ WEATHER_TOOL = {
 
 @pytest.fixture(scope="module")
 def offline_gateway() -> Iterator[str]:
-    with run_server(create_app(GatewayConfig())) as base_url:
+    with run_server(create_app(offline_config())) as base_url:
         yield base_url
 
 
@@ -178,6 +178,7 @@ def fake_upstream() -> Iterator[tuple[FakeOpenAIServer, str]]:
 
 def proxy_config(upstream_url: str, transport: str = "httpx") -> GatewayConfig:
     return GatewayConfig(
+        **OPEN,
         providers=(
             ProviderConfig(
                 name="up", base_url=f"{upstream_url}/v1", api_key="sk-test", transport=transport

@@ -14,7 +14,7 @@ import pytest
 from gateway_kit import ChatCompletionsEndpoint, Gateway, GatewayConfig, ServerConfig, create_app
 from gateway_kit._asgi import Message
 from gateway_kit.testing import ASGIRecorder
-from tests.fakes import DONE, FakeUpstream, ScriptedStream, chunk, gateway_for
+from tests.fakes import DONE, FakeUpstream, ScriptedStream, chunk, gateway_for, offline_config
 from tests.fakes import upstream_config as config_for
 
 pytestmark = pytest.mark.anyio
@@ -250,6 +250,8 @@ async def test_upstream_failures_answer_502_upstream_unavailable(
 async def test_an_upstream_that_stops_answering_times_out_with_502(upstream: FakeUpstream) -> None:
     config = GatewayConfig.model_validate(
         {
+            "storage": {"url": "memory://"},
+            "auth": {"mode": "off"},
             "providers": [{"name": "up", "base_url": "https://u.test/v1", "timeout_s": 0.05}],
             "models": [{"name": "gpt-fake", "provider": "up"}],
         }
@@ -473,7 +475,7 @@ async def test_a_client_disconnect_cancels_a_pending_json_call(upstream: FakeUps
 
 
 async def test_mock_provider_streams_through_the_gateway_offline() -> None:
-    async with Gateway() as gateway:
+    async with Gateway(offline_config()) as gateway:
         recorder = ASGIRecorder(create_app(gateway=gateway))
         response = await recorder.request(
             "POST",
@@ -495,7 +497,7 @@ async def test_mock_provider_streams_through_the_gateway_offline() -> None:
 
 
 async def test_a_gateway_that_was_not_entered_answers_503() -> None:
-    recorder = ASGIRecorder(create_app(gateway=Gateway()))
+    recorder = ASGIRecorder(create_app(gateway=Gateway(offline_config())))
     response = await recorder.request("POST", URL, json={**HELLO, "model": "mock-large"})
     assert response.status == 503
     assert error_of(response)["code"] == "gateway_not_running"

@@ -1,0 +1,117 @@
+"""What the management endpoints share: JSON bodies in and out, errors in the OpenAI shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from gateway_kit._asgi import Principal, error_body, get_context
+
+#: Management bodies are small; anything bigger is a mistake or an attack.
+MAX_BODY_BYTES = 64 * 1024
+
+_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error"}
+
+
+class ApiError(Exception):
+    """Raised inside an endpoint to answer with an OpenAI-shaped error."""
+
+    def __init__(self, status: int, message: str, *, code: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.param = param
+
+    def response(self) -> Response:
+        body = error_body(
+            str(self),
+            type=_ERROR_TYPES.get(self.status, "invalid_request_error"),
+            code=self.code,
+            param=self.param,
+        )
+        return Response(body, self.status, media_type="application/json")
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status, media_type="application/json")
+
+
+def principal_of(request: Request) -> Principal:
+    principal = get_context(request.scope).principal
+    if principal is None:  # the app always mounts these behind AuthMiddleware
+        raise RuntimeError("management endpoint reached without an authenticated principal")
+    return principal
+
+
+async def json_body(request: Request, *, optional: bool = False) -> dict[str, Any]:
+    """The request's JSON object, or an ``ApiError`` (400/413/415) saying what is wrong."""
+    content_type = request.headers.get("content-type", "")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, f"Body exceeds {MAX_BODY_BYTES} bytes.", code="request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise ApiError(
+                    413, f"Body exceeds {MAX_BODY_BYTES} bytes.", code="request_too_large"
+                )
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(400, "The client disconnected.", code="client_disconnected") from None
+    raw = b"".join(chunks)
+    if not raw.strip() and optional:
+        return {}
+    if content_type and "json" not in content_type.split(";")[0].lower():
+        raise ApiError(415, "Content-Type must be application/json.", code="unsupported_media_type")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The body must be a JSON object.", code="invalid_type")
+    return body
+
+
+def check_fields(body: dict[str, Any], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ApiError(
+            400,
+            f"Unknown field(s): {', '.join(unknown)}. Allowed: {', '.join(allowed)}.",
+            code="unknown_parameter",
+            param=unknown[0],
+        )
+
+
+def string_field(body: dict[str, Any], name: str, *, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str) or not value.strip():
+        raise ApiError(
+            400, f"'{name}' must be a non-empty string.", code="invalid_type", param=name
+        )
+    if len(value) > 200:
+        raise ApiError(
+            400, f"'{name}' is longer than 200 characters.", code="invalid_value", param=name
+        )
+    return value.strip()
+
+
+def number_field(
+    body: dict[str, Any], name: str, *, default: float, low: float, high: float
+) -> float:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ApiError(
+            400,
+            f"'{name}' must be a number between {low:g} and {high:g}.",
+            code="invalid_value",
+            param=name,
+        )
+    return float(value)

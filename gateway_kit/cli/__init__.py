@@ -1,0 +1,58 @@
+"""The ``gateway-kit`` command line.
+
+- ``serve``: the gateway on uvicorn (offline demo without a configuration);
+- ``status``: a workspace's plan, quota and savings, from ``GET /v1/me``;
+- ``workspaces``, ``keys``: operator commands on the configured storage.
+
+Human output by default, ``--json`` for scripts. Exit codes: 0 success, 1 a failure talking to
+the gateway or storage, 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from gateway_kit import __version__
+from gateway_kit.cli import admin, serve, status
+from gateway_kit.exceptions import ConfigError, GatewayError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        result: int = args.handler(args)
+    except ConfigError as exc:
+        print(f"gateway-kit: {exc}", file=sys.stderr)
+        return 2
+    except GatewayError as exc:
+        print(f"gateway-kit: {exc}", file=sys.stderr)
+        return 1
+    return result
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=os.environ.get("GATEWAY_KIT_CONFIG"),
+        help="TOML configuration file (default: $GATEWAY_KIT_CONFIG, else the built-in defaults)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gateway-kit", description="An LLM gateway as composable ASGI layers."
+    )
+    parser.add_argument("--version", action="version", version=f"gateway-kit {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="command")
+    serve.add_parser(commands, add_config_option)
+    status.add_parser(commands)
+    admin.add_parsers(commands, add_config_option)
+    return parser

@@ -1,0 +1,3 @@
+from gateway_kit.cli import main
+
+raise SystemExit(main())

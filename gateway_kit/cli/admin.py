@@ -1,0 +1,144 @@
+"""Operator commands on the configured storage: ``workspaces`` and ``keys``.
+
+They open the same storage the gateway uses (``storage.url``) and publish the same events, so
+a rotation from the command line reaches the workspace's webhooks like one made over the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from gateway_kit.config import load_config
+from gateway_kit.gateway import Gateway
+from gateway_kit.keys import ApiKey
+
+Action = Callable[[Gateway, argparse.Namespace], Awaitable[Any]]
+
+
+def add_parsers(
+    commands: Any, add_config_option: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    workspaces = commands.add_parser("workspaces", help="create and list workspaces")
+    verbs = workspaces.add_subparsers(dest="verb", metavar="verb", required=True)
+    create = verbs.add_parser("create", help="create a workspace")
+    create.add_argument("--email", required=True, help="contact e-mail")
+    create.add_argument("--plan", help="plan name (default: the configured default_plan)")
+    create.add_argument("--with-key", action="store_true", help="also issue its first API key")
+    _common(create, add_config_option, _create_workspace)
+    _common(verbs.add_parser("list", help="list workspaces"), add_config_option, _list_workspaces)
+
+    keys = commands.add_parser("keys", help="create, list, rotate and revoke API keys")
+    verbs = keys.add_subparsers(dest="verb", metavar="verb", required=True)
+    create = verbs.add_parser("create", help="issue a new key (shown once)")
+    create.add_argument("--workspace", required=True, metavar="WS_ID")
+    create.add_argument("--name", default="default", help="a label for the key")
+    _common(create, add_config_option, _create_key)
+    listing = verbs.add_parser("list", help="list a workspace's keys")
+    listing.add_argument("--workspace", required=True, metavar="WS_ID")
+    _common(listing, add_config_option, _list_keys)
+    rotate = verbs.add_parser("rotate", help="a new secret for a key (shown once)")
+    rotate.add_argument("--workspace", required=True, metavar="WS_ID")
+    rotate.add_argument("key_id", metavar="KEY_ID")
+    rotate.add_argument(
+        "--grace-period",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="how long the old secret keeps working (default 0: stops at once)",
+    )
+    _common(rotate, add_config_option, _rotate_key)
+    revoke = verbs.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("--workspace", required=True, metavar="WS_ID")
+    revoke.add_argument("key_id", metavar="KEY_ID")
+    _common(revoke, add_config_option, _revoke_key)
+
+
+def _common(
+    parser: argparse.ArgumentParser,
+    add_config_option: Callable[[argparse.ArgumentParser], None],
+    action: Action,
+) -> None:
+    add_config_option(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=lambda args: _run(action, args))
+
+
+def _run(action: Action, args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+
+    async def main() -> Any:
+        async with Gateway(config) as gateway:
+            return await action(gateway, args)
+
+    result = anyio.run(main)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(_human(result))
+    return 0
+
+
+def _human(result: Any) -> str:
+    if isinstance(result, list):
+        return "\n".join(_human(item) for item in result) or "(none)"
+    lines = [f"{name:<13}{value}" for name, value in result.items() if value is not None]
+    if "key" in result:
+        lines.append("Store the key now: it is shown only this once.")
+    return "\n".join(lines)
+
+
+async def _create_workspace(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    workspace = await gateway.workspaces.create(args.email, plan=args.plan)
+    result: dict[str, Any] = {
+        "workspace_id": workspace.id,
+        "email": workspace.email,
+        "plan": workspace.plan,
+    }
+    if args.with_key:
+        made = await gateway.keys.create(workspace.id, name="default")
+        result |= {"key_id": made.key.key_id, "key": made.secret}
+    return result
+
+
+async def _list_workspaces(gateway: Gateway, args: argparse.Namespace) -> list[dict[str, Any]]:
+    listed = []
+    for workspace_id in await gateway.workspaces.list():
+        workspace = await gateway.workspaces.get(workspace_id)
+        if workspace is not None:
+            listed.append(
+                {"workspace_id": workspace.id, "email": workspace.email, "plan": workspace.plan}
+            )
+    return listed
+
+
+async def _create_key(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    await _require_workspace(gateway, args.workspace)
+    made = await gateway.keys.create(args.workspace, name=args.name)
+    return {**made.key.public(), "key": made.secret}
+
+
+async def _list_keys(gateway: Gateway, args: argparse.Namespace) -> list[dict[str, Any]]:
+    await _require_workspace(gateway, args.workspace)
+    return [key.public() for key in await gateway.keys.list(args.workspace)]
+
+
+async def _rotate_key(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    made = await gateway.keys.rotate(args.workspace, args.key_id, grace=args.grace_period)
+    return {**made.key.public(), "key": made.secret}
+
+
+async def _revoke_key(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    revoked: ApiKey = await gateway.keys.revoke(args.workspace, args.key_id)
+    return revoked.public()
+
+
+async def _require_workspace(gateway: Gateway, workspace_id: str) -> None:
+    from gateway_kit.exceptions import NotFoundError
+
+    if await gateway.workspaces.get(workspace_id) is None:
+        raise NotFoundError(f"no workspace {workspace_id}")

@@ -1,0 +1,102 @@
+"""``gateway-kit status``: a workspace's plan, quota, burst limit, savings and reset time.
+
+It calls ``GET /v1/me`` with the key from ``--api-key`` or ``GATEWAY_KIT_API_KEY``. The key is
+never printed, not even in error messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+BAR_WIDTH = 30
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("status", help="show a workspace's plan, quota and savings")
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("GATEWAY_KIT_BASE_URL", "http://127.0.0.1:8080"),
+        help="the gateway (default: $GATEWAY_KIT_BASE_URL, else http://127.0.0.1:8080)",
+    )
+    parser.add_argument("--api-key", help="the workspace's API key (default: $GATEWAY_KIT_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    parser.add_argument("--json", action="store_true", help="print the raw /v1/me object")
+    parser.set_defaults(handler=run)
+
+
+def fail(message: str, code: int = 1) -> int:
+    print(f"gateway-kit status: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    key = args.api_key or os.environ.get("GATEWAY_KIT_API_KEY")
+    if not key:
+        return fail("no API key: pass --api-key or set GATEWAY_KIT_API_KEY", 2)
+    base_url = args.base_url.rstrip("/")
+    url = f"{base_url}/v1/me"
+    try:
+        response = httpx.get(url, headers={"authorization": f"Bearer {key}"}, timeout=args.timeout)
+    except httpx.ConnectError:
+        return fail(f"cannot connect to {base_url}: is the gateway running there?")
+    except httpx.TimeoutException:
+        return fail(f"no answer from {base_url} within {args.timeout:g} s")
+    except httpx.HTTPError as exc:
+        return fail(f"request to {base_url} failed ({type(exc).__name__})")
+    if response.status_code == 401:
+        return fail("the API key was refused: it is invalid, revoked or expired")
+    if response.status_code != 200:
+        return fail(f"{url} answered {response.status_code}: {_message(response)}")
+    if args.json:
+        print(response.text)
+        return 0
+    try:
+        print(render(response.json(), now=time.time()))
+    except (ValueError, KeyError, TypeError):
+        return fail(f"{url} did not answer with a workspace status")
+    return 0
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200] or "(empty body)"
+
+
+def render(me: dict[str, Any], *, now: float) -> str:
+    used, included = int(me["used_requests"]), int(me["included_requests"])
+    share = used / included if included else 1.0
+    filled = min(BAR_WIDTH, round(share * BAR_WIDTH))
+    bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+    reset = datetime.fromisoformat(str(me["reset_at"]).replace("Z", "+00:00"))
+    return "\n".join(
+        [
+            f"Workspace  {me['workspace_id']} ({me['email']})",
+            f"Plan       {me['plan']}",
+            f"Requests   [{bar}] {used:,} / {included:,} ({share:.1%})",
+            f"Burst      {int(me['burst_limit_rpm']):,} requests/minute",
+            f"Savings    ${float(me['savings_usd']):,.2f}",
+            f"Resets in  {_duration(reset.timestamp() - now)} ({me['reset_at']})",
+        ]
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds <= 0:
+        return "now"
+    minutes = int(seconds // 60)
+    days, minutes = divmod(minutes, 1440)
+    hours, minutes = divmod(minutes, 60)
+    if days:
+        return f"{days} day{'s' if days != 1 else ''} {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{max(1, minutes)} min"

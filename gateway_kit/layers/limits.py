@@ -1,0 +1,235 @@
+"""``LimitsMiddleware``: the burst limit and the included requests per period.
+
+Both are checked in one atomic storage call (one round trip on Redis): a GCRA throttle of
+``burst_limit_rpm`` per minute (bursts of the same size) and the period's request counter,
+limited to ``included_requests``. Either refusal changes nothing, so rejected requests consume
+neither quota nor burst. A request refused further in (an invalid body, a budget block, an
+upstream failure: any status of 400 or more, or no response at all) gives its quota back.
+
+Every response carries ``RateLimit-Policy``/``RateLimit`` (the IETF draft's structured form,
+policies ``burst`` and ``quota``) and ``X-RateLimit-Limit/Remaining/Reset`` (the burst limit,
+as most clients expect); a 429 carries ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import anyio
+
+from gateway_kit._asgi import (
+    ASGIApp,
+    Message,
+    Principal,
+    Receive,
+    Scope,
+    Send,
+    get_context,
+    send_error,
+)
+from gateway_kit.exceptions import StorageError
+from gateway_kit.gateway import Gateway
+from gateway_kit.periods import Period, period_at
+from gateway_kit.storage import THROTTLED, Increment, Throttle
+
+logger = logging.getLogger("gateway_kit.limits")
+
+#: Counters outlive their period by this much, so the last period stays readable.
+_KEEP_AFTER_PERIOD = 7 * 86400.0
+
+
+def quota_key(workspace_id: str, period: Period) -> str:
+    return f"{workspace_id}:quota:{period.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsVerdict:
+    """What the limits say about one request, and the figures for the headers."""
+
+    allowed: bool
+    status: int
+    code: str = ""
+    message: str = ""
+    burst_limit: int = 0
+    burst_remaining: int = 0
+    burst_reset: float = 0.0
+    retry_after: float = 0.0
+    quota_limit: int = 0
+    quota_used: int = 0
+    period: Period | None = None
+    #: The quota counter was incremented (and is refunded if the request then fails).
+    counted: str | None = None
+    overage: bool = False
+
+    def headers(self, now: float) -> list[tuple[bytes, bytes]]:
+        if self.period is None:
+            return []
+        window = self.period.seconds
+        quota_left = max(0, self.quota_limit - self.quota_used)
+        quota_reset = math.ceil(self.period.seconds_left(now))
+        burst_reset = math.ceil(self.burst_reset)
+        policy = f'"burst";q={self.burst_limit};w=60, "quota";q={self.quota_limit};w={window}'
+        state = (
+            f'"burst";r={self.burst_remaining};t={burst_reset}, '
+            f'"quota";r={quota_left};t={quota_reset}'
+        )
+        headers = [
+            (b"ratelimit-policy", policy.encode()),
+            (b"ratelimit", state.encode()),
+            (b"x-ratelimit-limit", str(self.burst_limit).encode()),
+            (b"x-ratelimit-remaining", str(self.burst_remaining).encode()),
+            (b"x-ratelimit-reset", str(burst_reset).encode()),
+        ]
+        if not self.allowed and self.status == 429:
+            headers.append((b"retry-after", str(max(1, math.ceil(self.retry_after))).encode()))
+        if self.overage:
+            headers.append((b"x-gateway-quota", b"overage"))
+        return headers
+
+
+class LimitsPolicy:
+    """Admits a principal's request against its plan; no ASGI in here."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._unit = gateway.config.limits.period
+
+    async def admit(self, principal: Principal) -> LimitsVerdict:
+        gateway = self._gateway
+        workspace = await gateway.workspaces.cached(principal.workspace_id)
+        if workspace is None:
+            return LimitsVerdict(
+                False, 403, "workspace_not_found", "The key's workspace no longer exists."
+            )
+        plan = gateway.workspaces.plan(workspace)
+        now = gateway.clock()
+        period = period_at(now, self._unit)
+        key = quota_key(workspace.id, period)
+        overage_allowed = plan.overage == "allow"
+        result = await gateway.storage.incr_many(
+            [
+                Increment(
+                    key,
+                    1,
+                    ttl=period.seconds_left(now) + _KEEP_AFTER_PERIOD,
+                    limit=None if overage_allowed else plan.included_requests,
+                )
+            ],
+            throttle=Throttle(f"{workspace.id}:burst", limit=plan.burst_limit_rpm, period=60.0),
+        )
+        throttle = result.throttle
+        assert throttle is not None
+        used = result.values[key]
+        verdict = LimitsVerdict(
+            True,
+            200,
+            burst_limit=plan.burst_limit_rpm,
+            burst_remaining=throttle.remaining,
+            burst_reset=throttle.reset_after,
+            retry_after=throttle.retry_after,
+            quota_limit=plan.included_requests,
+            quota_used=used,
+            period=period,
+        )
+        if result.refused == THROTTLED:
+            wait = max(1, math.ceil(throttle.retry_after))
+            return replace(
+                verdict,
+                allowed=False,
+                status=429,
+                code="rate_limit_exceeded",
+                message=f"Burst limit of {plan.burst_limit_rpm} requests per minute reached; "
+                f"retry in {wait} s.",
+            )
+        if result.refused is not None:
+            return replace(
+                verdict,
+                allowed=False,
+                status=402,
+                code="quota_exceeded",
+                message=f"All {plan.included_requests} included requests of this period are "
+                f"used; the quota resets at {period.reset_at}.",
+            )
+        return replace(
+            verdict, counted=key, overage=overage_allowed and used > plan.included_requests
+        )
+
+    async def refund(self, key: str) -> None:
+        await self._gateway.storage.incr(key, -1)
+
+
+class LimitsMiddleware:
+    """Burst limit and quota for authenticated requests (no principal: passed through)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        mode: Literal["enforce", "monitor", "off"] | None = None,
+        on_error: Literal["open", "closed"] | None = None,
+    ) -> None:
+        self.app = app
+        self._gateway = gateway
+        self._policy = LimitsPolicy(gateway)
+        self._mode = mode or gateway.config.limits.mode
+        self._on_error = on_error or gateway.config.limits.on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = get_context(scope).principal if scope["type"] == "http" else None
+        if principal is None or self._mode == "off":
+            await self.app(scope, receive, send)
+            return
+        try:
+            verdict = await self._policy.admit(principal)
+        except StorageError as exc:
+            logger.error("limits unavailable (%s): %s", self._on_error, exc)
+            if self._on_error == "closed":
+                await send_error(
+                    send,
+                    503,
+                    "Request limits cannot be checked right now; try again shortly.",
+                    type="api_error",
+                    code="limits_unavailable",
+                )
+                return
+            await self.app(scope, receive, send)
+            return
+        headers = verdict.headers(self._gateway.clock())
+        if not verdict.allowed and self._mode == "enforce":
+            error_type = "rate_limit_error" if verdict.status == 429 else "insufficient_quota"
+            if verdict.status == 403:
+                error_type = "permission_error"
+            await send_error(
+                send,
+                verdict.status,
+                verdict.message,
+                type=error_type,
+                code=verdict.code,
+                headers=headers,
+            )
+            return
+        if not verdict.allowed:  # monitor: say what enforcing would have done
+            headers.append((b"x-gateway-limits", f"would-block={verdict.code}".encode()))
+        status = 0
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), *headers]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            if verdict.counted is not None and (status == 0 or status >= 400):
+                # Shielded: a request cancelled by a disconnect still gives its quota back.
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._policy.refund(verdict.counted)
+                    except StorageError as exc:
+                        logger.error("quota refund failed: %s", exc)

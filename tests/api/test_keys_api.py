@@ -1,0 +1,113 @@
+"""The keys management API: create, list, read, rotate, revoke; bad input answered clearly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.fakes import Env, provisioned
+
+pytestmark = pytest.mark.anyio
+
+
+def keys_path(env: Env, suffix: str = "") -> str:
+    return f"/api/v1/workspaces/{env.workspace_id}/keys{suffix}"
+
+
+async def test_create_list_read_rotate_revoke() -> None:
+    async with provisioned() as env:
+        created = await env.recorder.request(
+            "POST", keys_path(env), json={"name": "ci"}, headers=env.auth()
+        )
+        assert created.status == 201
+        new = created.json()
+        assert new["key"].startswith(new["prefix"])
+        assert new["status"] == "active"
+        assert new["created_at"].endswith("Z")
+        assert (await env.chat(new["key"])).status == 200
+
+        listed = await env.recorder.request("GET", keys_path(env), headers=env.auth())
+        data = listed.json()["data"]
+        assert [k["name"] for k in data] == ["default", "ci"]
+        assert all("key" not in k for k in data)
+
+        read = await env.recorder.request(
+            "GET", keys_path(env, f"/{new['key_id']}"), headers=env.auth()
+        )
+        assert read.json()["prefix"] == new["prefix"]
+
+        rotated = await env.recorder.request(
+            "POST",
+            keys_path(env, f"/{new['key_id']}/rotate"),
+            json={"grace_period_s": 0},
+            headers=env.auth(),
+        )
+        assert rotated.status == 200
+        assert rotated.json()["key_id"] == new["key_id"]
+        assert rotated.json()["rotated_at"].endswith("Z")
+        assert (await env.chat(new["key"])).status == 401
+        assert (await env.chat(rotated.json()["key"])).status == 200
+
+        revoked = await env.recorder.request(
+            "DELETE", keys_path(env, f"/{new['key_id']}"), headers=env.auth()
+        )
+        assert revoked.json()["status"] == "revoked"
+        assert (await env.chat(rotated.json()["key"])).status == 401
+
+
+async def test_a_key_can_revoke_itself() -> None:
+    async with provisioned() as env:
+        key_id = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        response = await env.recorder.request(
+            "DELETE", keys_path(env, f"/{key_id}"), headers=env.auth()
+        )
+        assert response.status == 200
+        assert (await env.chat()).status == 401
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix", "request_args", "status", "code"),
+    [
+        ("POST", "", {"body": b"{nope"}, 400, "invalid_json"),
+        ("POST", "", {"body": b"[]"}, 400, "invalid_type"),
+        ("POST", "", {"json": {"name": 5}}, 400, "invalid_type"),
+        ("POST", "", {"json": {"name": ""}}, 400, "invalid_type"),
+        ("POST", "", {"json": {"name": "x" * 201}}, 400, "invalid_value"),
+        ("POST", "", {"json": {"name": "a", "admin": True}}, 400, "unknown_parameter"),
+        ("POST", "", {"body": b'{"name": "' + b"x" * 70_000 + b'"}'}, 413, "request_too_large"),
+        (
+            "POST",
+            "",
+            {"body": b'{"name": "a"}', "headers": {"content-type": "text/plain"}},
+            415,
+            "unsupported_media_type",
+        ),
+        ("GET", "/kid_nosuchkey", {}, 404, "key_not_found"),
+        ("GET", "/not-a-key-id", {}, 404, "key_not_found"),
+        ("DELETE", "/kid_nosuchkey", {}, 404, "key_not_found"),
+        ("POST", "/kid_nosuchkey/rotate", {"json": {}}, 404, "key_not_found"),
+        ("POST", "/{key_id}/rotate", {"json": {"grace_period_s": -1}}, 400, "invalid_value"),
+        ("POST", "/{key_id}/rotate", {"json": {"grace_period_s": "1h"}}, 400, "invalid_value"),
+        ("POST", "/{key_id}/rotate", {"json": {"grace_period_s": 10**9}}, 400, "invalid_value"),
+    ],
+)
+async def test_bad_management_requests_get_clear_errors_and_change_nothing(
+    method: str, suffix: str, request_args: dict[str, Any], status: int, code: str
+) -> None:
+    async with provisioned() as env:
+        key_id = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        before = [k.public() for k in await env.gateway.keys.list(env.workspace_id)]
+        headers = {**env.auth(), **request_args.pop("headers", {})}
+        if "body" in request_args:
+            headers.setdefault("content-type", "application/json")
+        response = await env.recorder.request(
+            method, keys_path(env, suffix.format(key_id=key_id)), headers=headers, **request_args
+        )
+        assert response.status == status
+        error = response.json()["error"]
+        assert error["code"] == code
+        assert error["message"]
+        after = [k.public() for k in await env.gateway.keys.list(env.workspace_id)]
+        assert after == before
+        assert (await env.chat()).status == 200  # the caller's key still works

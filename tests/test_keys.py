@@ -1,0 +1,179 @@
+"""API keys: shown once, stored hashed, rotated with a grace period, revoked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from gateway_kit import MemoryStorage, NotFoundError
+from gateway_kit.bus import EventBus, EventRecorder
+from gateway_kit.keys import KEY_PATTERN, Keys, hash_key
+from gateway_kit.testing import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+WS = "ws_test1"
+
+
+class WriteSpy(MemoryStorage):
+    """Memory storage that records every write."""
+
+    writes: list[str]
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.writes = []
+
+    async def set(self, key: str, value: bytes, **options: Any) -> bool:
+        self.writes.append(f"set {key}")
+        return await super().set(key, value, **options)
+
+    async def delete(self, key: str) -> bool:
+        self.writes.append(f"delete {key}")
+        return await super().delete(key)
+
+    async def map_set(self, key: str, field: str, value: bytes) -> None:
+        self.writes.append(f"map_set {key}")
+        await super().map_set(key, field, value)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def storage(clock: FakeClock) -> AsyncIterator[WriteSpy]:
+    async with WriteSpy(clock=clock) as store:
+        yield store
+
+
+@pytest.fixture
+def events() -> EventRecorder:
+    return EventRecorder()
+
+
+@pytest.fixture
+def keys(storage: WriteSpy, events: EventRecorder) -> Keys:
+    bus = EventBus()
+    bus.subscribe(events)
+    return Keys(storage, bus, cache_ttl=0)
+
+
+async def test_a_new_key_is_shown_once_and_only_its_hash_is_stored(
+    keys: Keys, storage: WriteSpy
+) -> None:
+    made = await keys.create(WS, name="ci")
+    assert KEY_PATTERN.fullmatch(made.secret)
+    assert made.key.key_id.startswith("kid_")
+    assert made.secret.startswith(made.key.prefix)
+    dump = b"".join(
+        [*(await storage.map_items(f"{WS}:keys")).values()]
+        + [await storage.get(f"gk:apikey:{hash_key(made.secret)}") or b""]
+    )
+    assert made.secret.encode() not in dump
+    assert hash_key(made.secret).encode() in dump
+    assert made.secret not in json.dumps(made.key.public())
+
+
+async def test_authenticate_maps_a_key_to_its_workspace(keys: Keys) -> None:
+    made = await keys.create(WS)
+    principal = await keys.authenticate(made.secret)
+    assert principal is not None
+    assert (principal.workspace_id, principal.key_id) == (WS, made.key.key_id)
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["", "gk_short", "sk-" + "a" * 43, "gk_" + "a" * 42 + "!", "gk_" + "a" * 44],
+)
+async def test_malformed_keys_are_refused_without_touching_storage(
+    keys: Keys, storage: WriteSpy, secret: str
+) -> None:
+    assert await keys.authenticate(secret) is None
+    assert storage.writes == []
+
+
+async def test_an_unknown_key_causes_no_storage_writes(keys: Keys, storage: WriteSpy) -> None:
+    await keys.create(WS)
+    storage.writes.clear()
+    assert await keys.authenticate("gk_" + "x" * 43) is None
+    assert storage.writes == []
+
+
+async def test_rotation_without_grace_stops_the_old_secret_at_once(
+    keys: Keys, events: EventRecorder
+) -> None:
+    made = await keys.create(WS)
+    rotated = await keys.rotate(WS, made.key.key_id)
+    assert rotated.key.key_id == made.key.key_id
+    assert rotated.secret != made.secret
+    assert await keys.authenticate(made.secret) is None
+    assert await keys.authenticate(rotated.secret) is not None
+    (change,) = events.events
+    assert change.action == "rotated"
+    assert change.key.key_id == made.key.key_id
+
+
+async def test_rotation_with_grace_keeps_the_old_secret_until_it_lapses(
+    keys: Keys, clock: FakeClock
+) -> None:
+    made = await keys.create(WS)
+    rotated = await keys.rotate(WS, made.key.key_id, grace=60)
+    clock.advance(59)
+    assert await keys.authenticate(made.secret) is not None
+    assert await keys.authenticate(rotated.secret) is not None
+    clock.advance(2)
+    assert await keys.authenticate(made.secret) is None
+    assert await keys.authenticate(rotated.secret) is not None
+
+
+async def test_a_cached_key_in_its_grace_period_still_lapses_on_time(
+    storage: WriteSpy, clock: FakeClock
+) -> None:
+    keys = Keys(storage, EventBus(), cache_ttl=3600)
+    made = await keys.create(WS)
+    assert await keys.authenticate(made.secret) is not None  # now cached
+    await keys.rotate(WS, made.key.key_id, grace=10)
+    assert await keys.authenticate(made.secret) is not None
+    clock.advance(11)
+    assert await keys.authenticate(made.secret) is None
+
+
+async def test_revocation_stops_every_secret_and_is_published(
+    keys: Keys, events: EventRecorder, clock: FakeClock
+) -> None:
+    made = await keys.create(WS)
+    rotated = await keys.rotate(WS, made.key.key_id, grace=3600)
+    revoked = await keys.revoke(WS, made.key.key_id)
+    assert not revoked.active
+    assert revoked.public()["status"] == "revoked"
+    assert await keys.authenticate(made.secret) is None
+    assert await keys.authenticate(rotated.secret) is None
+    assert [e.action for e in events.events] == ["rotated", "revoked"]
+    with pytest.raises(NotFoundError):
+        await keys.revoke(WS, made.key.key_id)
+    with pytest.raises(NotFoundError):
+        await keys.rotate(WS, made.key.key_id)
+
+
+async def test_keys_of_another_workspace_are_not_found(keys: Keys) -> None:
+    made = await keys.create(WS)
+    assert await keys.get("ws_other", made.key.key_id) is None
+    with pytest.raises(NotFoundError):
+        await keys.revoke("ws_other", made.key.key_id)
+    assert await keys.authenticate(made.secret) is not None
+
+
+async def test_listing_shows_prefixes_never_secrets(keys: Keys) -> None:
+    first = await keys.create(WS, name="a")
+    second = await keys.create(WS, name="b")
+    listed = await keys.list(WS)
+    assert [k.name for k in listed] == ["a", "b"]
+    text = json.dumps([k.public() for k in listed])
+    assert first.secret not in text
+    assert second.secret not in text
+    assert hash_key(first.secret) not in text
