@@ -15,6 +15,22 @@ from gateway_kit.config import (
     ServerConfig,
     load_config,
 )
+from gateway_kit.events import (
+    EVENT_TYPES,
+    BudgetAlertData,
+    Event,
+    EventData,
+    EventType,
+    GuardianBlockData,
+    KeyRotatedData,
+    LowBalanceData,
+    PaymentFailedData,
+    PaymentSucceededData,
+    SecurityEventData,
+    WebhookStaleData,
+    sample_event,
+    usd,
+)
 from gateway_kit.exceptions import (
     ConfigError,
     GatewayError,
@@ -31,36 +47,62 @@ from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
 from gateway_kit.proxy import ChatCompletionsEndpoint
 from gateway_kit.stack import build_chat_stack
+from gateway_kit.webhooks.signing import (
+    generate_secret,
+    sign,
+    verify_signature,
+    verify_standard_webhook,
+)
 
 __version__ = "0.1.0"
 
-__all__ = [
+# Plain sorted() order, which tests/test_exported_members.py checks; ruff would put the
+# upper-case EVENT_TYPES first.
+__all__ = [  # noqa: RUF022
+    "BudgetAlertData",
     "ChatCall",
     "ChatCompletionsEndpoint",
     "ChatResponse",
     "ConfigError",
+    "EVENT_TYPES",
+    "Event",
+    "EventData",
+    "EventType",
     "Gateway",
     "GatewayConfig",
     "GatewayError",
+    "GuardianBlockData",
     "InvalidKeyError",
+    "KeyRotatedData",
+    "LowBalanceData",
     "MockProvider",
     "ModelConfig",
     "ModelRoute",
     "OpenAIProvider",
+    "PaymentFailedData",
+    "PaymentSucceededData",
     "Principal",
     "Provider",
     "ProviderConfig",
     "ProviderError",
     "RequestContext",
+    "SecurityEventData",
     "ServerConfig",
     "StorageError",
     "TelemetryMiddleware",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
+    "WebhookStaleData",
     "__version__",
     "build_chat_stack",
     "create_app",
     "create_http_client",
+    "generate_secret",
     "get_context",
     "load_config",
+    "sample_event",
+    "sign",
+    "usd",
+    "verify_signature",
+    "verify_standard_webhook",
 ]
