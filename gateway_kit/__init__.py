@@ -37,6 +37,7 @@ from gateway_kit.exceptions import (
     InvalidKeyError,
     ProviderError,
     StorageError,
+    UnsafeURLError,
     UpstreamStreamError,
     UpstreamUnavailableError,
 )
@@ -53,6 +54,7 @@ from gateway_kit.webhooks.signing import (
     verify_signature,
     verify_standard_webhook,
 )
+from gateway_kit.webhooks.ssrf import SSRFGuard
 
 __version__ = "0.1.0"
 
@@ -86,10 +88,12 @@ __all__ = [  # noqa: RUF022
     "ProviderConfig",
     "ProviderError",
     "RequestContext",
+    "SSRFGuard",
     "SecurityEventData",
     "ServerConfig",
     "StorageError",
     "TelemetryMiddleware",
+    "UnsafeURLError",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
     "WebhookStaleData",

@@ -6,9 +6,10 @@ The tree::
     ├── ConfigError            an invalid configuration file or environment override
     ├── StorageError           a storage backend failed (never carries URLs or passwords)
     │   └── InvalidKeyError    an empty, oversized or malformed storage key
-    └── ProviderError          an upstream model provider failed
-        ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
-        └── UpstreamStreamError        a stream that broke off after it had started
+    ├── ProviderError          an upstream model provider failed
+    │   ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
+    │   └── UpstreamStreamError        a stream that broke off after it had started
+    └── UnsafeURLError         a webhook URL the SSRF guard refuses (the message says why)
 
 Layers never raise these at clients: they answer with an OpenAI-shaped error body. The
 exceptions are for code that embeds the pieces (storage, providers, configuration) directly.
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidKeyError",
     "ProviderError",
     "StorageError",
+    "UnsafeURLError",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
 ]
@@ -59,3 +61,7 @@ class UpstreamUnavailableError(ProviderError):
 
 class UpstreamStreamError(ProviderError):
     """A streamed response broke off before its end."""
+
+
+class UnsafeURLError(GatewayError, ValueError):
+    """The SSRF guard refused a webhook URL; the message is the user-facing reason."""
