@@ -156,25 +156,26 @@ class BudgetAlertData(_Data):
     period_reset_at: Timestamp
 
 
-class PaymentSucceededData(_Data):
-    """A top-up or subscription invoice was paid."""
-
-    event_type: ClassVar[EventType] = "payment.succeeded"
+class _PaymentData(_Data):
     #: In major units of ``currency`` (``20.0`` with ``usd`` is $20.00).
     amount: USD = Field(ge=0)
     #: ISO 4217 code, lower case as the payment processor (Stripe) writes it.
     currency: Annotated[str, StringConstraints(pattern=r"^[a-z]{3}$")]
+
+
+class PaymentSucceededData(_PaymentData):
+    """A top-up or subscription invoice was paid."""
+
+    event_type: ClassVar[EventType] = "payment.succeeded"
     invoice_id: Text
     #: The wallet balance afterwards, in USD.
     new_balance: USD
 
 
-class PaymentFailedData(_Data):
+class PaymentFailedData(_PaymentData):
     """The payment processor reported a failed invoice payment."""
 
     event_type: ClassVar[EventType] = "payment.failed"
-    amount: USD = Field(ge=0)
-    currency: Annotated[str, StringConstraints(pattern=r"^[a-z]{3}$")]
     #: The processor's code, e.g. ``card_declined``.
     failure_code: Text
     attempt_count: int = Field(ge=1)
