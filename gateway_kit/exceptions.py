@@ -8,9 +8,10 @@ The tree::
     ├── NotFoundError          no such workspace, key or webhook (in that workspace)
     ├── StorageError           a storage backend failed (never carries URLs or passwords)
     │   └── InvalidKeyError    an empty, oversized or malformed storage key
-    └── ProviderError          an upstream model provider failed
-        ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
-        └── UpstreamStreamError        a stream that broke off after it had started
+    ├── ProviderError          an upstream model provider failed
+    │   ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
+    │   └── UpstreamStreamError        a stream that broke off after it had started
+    └── UnsafeURLError         a webhook URL the SSRF guard refuses (the message says why)
 
 Layers never raise these at clients: they answer with an OpenAI-shaped error body. The
 exceptions are for code that embeds the pieces (storage, providers, configuration) directly.
@@ -26,6 +27,7 @@ __all__ = [
     "NotFoundError",
     "ProviderError",
     "StorageError",
+    "UnsafeURLError",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
 ]
@@ -71,3 +73,7 @@ class UpstreamUnavailableError(ProviderError):
 
 class UpstreamStreamError(ProviderError):
     """A streamed response broke off before its end."""
+
+
+class UnsafeURLError(GatewayError, ValueError):
+    """The SSRF guard refused a webhook URL; the message is the user-facing reason."""
