@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage._engine import Entry, Item, Kind, State, Tx
@@ -78,9 +79,9 @@ class SQLiteStorage(LocalStorage):
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._writes = 0
-        # The limiter keeps waiting calls off the thread pool; the lock guards the connection
-        # should the object be shared by several event loops.
-        self._limiter = anyio.CapacityLimiter(1)
+        # A limiter of one per event loop keeps waiting calls off the shared thread pool (a
+        # limiter cannot be shared by two loops); the lock guards the connection across loops.
+        self._limiters: RunVar[anyio.CapacityLimiter] = RunVar("gateway_kit.sqlite.limiter")
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -124,11 +125,19 @@ class SQLiteStorage(LocalStorage):
                 raise
             return result
 
+    def _limiter(self) -> anyio.CapacityLimiter:
+        try:
+            return self._limiters.get()
+        except LookupError:
+            limiter = anyio.CapacityLimiter(1)
+            self._limiters.set(limiter)
+            return limiter
+
     async def _run(self, fn: Callable[[Tx, float], T], *, write: bool = True) -> T:
         try:
             # Not abandoned on cancellation: the transaction finishes (or rolls back) whole.
             return await anyio.to_thread.run_sync(
-                self._transaction, fn, write, limiter=self._limiter
+                self._transaction, fn, write, limiter=self._limiter()
             )
         except sqlite3.Error as exc:
             # SQLite's messages are fixed texts ("database is locked"): no paths, no values.
@@ -142,7 +151,7 @@ class SQLiteStorage(LocalStorage):
                     self._conn.close()
                     self._conn = None
 
-        await anyio.to_thread.run_sync(close, limiter=self._limiter)
+        await anyio.to_thread.run_sync(close, limiter=self._limiter())
 
 
 def _enable_wal(conn: sqlite3.Connection, timeout: float) -> None:

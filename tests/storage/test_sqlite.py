@@ -110,3 +110,20 @@ def test_a_bad_synchronous_setting_is_rejected(tmp_path: Path) -> None:
 async def test_a_database_that_cannot_use_wal_is_refused() -> None:
     with pytest.raises(StorageError, match="WAL"):
         await SQLiteStorage(":memory:").get("ws_1:k")
+
+
+def test_one_store_serves_several_event_loops(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "s.db")
+
+    async def work() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(50):
+                tg.start_soon(storage.incr, "ws_1:c", 1)
+
+    threads = [threading.Thread(target=anyio.run, args=(work,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert anyio.run(storage.get, "ws_1:c") == b"200"
+    anyio.run(storage.aclose)
