@@ -18,11 +18,12 @@ import secrets
 import string
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-
-from cachetools import TTLCache
+from typing import Literal
 
 from gateway_kit._asgi import Principal
+from gateway_kit._ttl import TTLMap
 from gateway_kit.bus import EventBus
+from gateway_kit.events import Event, KeyRotatedData
 from gateway_kit.exceptions import NotFoundError
 from gateway_kit.periods import iso_utc
 from gateway_kit.storage import Storage
@@ -73,15 +74,6 @@ class NewKey:
     key: ApiKey
 
 
-@dataclass(frozen=True, slots=True)
-class KeyChange:
-    """What a rotation or revocation did, for the ``key.rotated`` event."""
-
-    key: ApiKey
-    action: str
-    at: float
-
-
 def _iso(moment: float | None) -> str | None:
     return None if moment is None else iso_utc(datetime.fromtimestamp(moment, UTC))
 
@@ -110,8 +102,8 @@ class Keys:
     def __init__(self, storage: Storage, events: EventBus, *, cache_ttl: float = 5.0) -> None:
         self._storage = storage
         self._events = events
-        self._cache: TTLCache[str, _Entry] | None = (
-            TTLCache(maxsize=100_000, ttl=cache_ttl) if cache_ttl > 0 else None
+        self._cache: TTLMap[str, _Entry] | None = (
+            TTLMap(cache_ttl, maxsize=100_000) if cache_ttl > 0 else None
         )
 
     # -- the request path --------------------------------------------------------------------
@@ -135,7 +127,7 @@ class Keys:
         # A secret in its grace period is not cached: its entry's expiry is the store's to
         # enforce, to the second.
         if self._cache is not None and not record.get("retiring"):
-            self._cache[digest] = _Entry(principal, digest)
+            self._cache.set(digest, _Entry(principal, digest))
         return principal
 
     # -- management -------------------------------------------------------------------------
@@ -181,7 +173,7 @@ class Keys:
             await self._retire(old, grace)
         rotated = replace(rotated, hashes=(digest,) if grace <= 0 else rotated.hashes)
         await self._save(rotated)
-        await self._publish(KeyChange(rotated, "rotated", now))
+        await self._publish(rotated, "rotated", now)
         return NewKey(secret, rotated)
 
     async def revoke(self, workspace_id: str, key_id: str) -> ApiKey:
@@ -193,7 +185,7 @@ class Keys:
         now = await self._storage.now()
         revoked = replace(key, revoked_at=now, hashes=())
         await self._save(revoked)
-        await self._publish(KeyChange(revoked, "revoked", now))
+        await self._publish(revoked, "revoked", now)
         return revoked
 
     # -- internals ---------------------------------------------------------------------------
@@ -223,10 +215,14 @@ class Keys:
         else:
             await self._storage.delete(index)
         if self._cache is not None:
-            self._cache.pop(digest, None)
+            self._cache.pop(digest)
 
-    async def _publish(self, change: KeyChange) -> None:
-        await self._events.publish(change)
+    async def _publish(self, key: ApiKey, action: Literal["rotated", "revoked"], at: float) -> None:
+        moment = datetime.fromtimestamp(at, UTC)
+        data = KeyRotatedData(
+            key_id=key.key_id, key_prefix=key.prefix, rotated_at=moment, action=action
+        )
+        await self._events.publish(Event.create(data, workspace_id=key.workspace_id, now=moment))
 
 
 def _load(raw: bytes) -> ApiKey:

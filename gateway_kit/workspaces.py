@@ -14,8 +14,7 @@ import secrets
 import string
 from dataclasses import asdict, dataclass
 
-from cachetools import TTLCache
-
+from gateway_kit._ttl import TTLMap
 from gateway_kit.config import GatewayConfig, PlanConfig
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
@@ -44,8 +43,8 @@ class Workspaces:
     def __init__(self, storage: Storage, config: GatewayConfig, *, cache_ttl: float = 5.0) -> None:
         self._storage = storage
         self._config = config
-        self._cache: TTLCache[str, Workspace] | None = (
-            TTLCache(maxsize=10_000, ttl=cache_ttl) if cache_ttl > 0 else None
+        self._cache: TTLMap[str, Workspace] | None = (
+            TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
         )
 
     async def create(
@@ -78,7 +77,7 @@ class Workspaces:
             return None
         workspace = Workspace(**json.loads(raw))
         if self._cache is not None:
-            self._cache[workspace_id] = workspace
+            self._cache.set(workspace_id, workspace)
         return workspace
 
     async def cached(self, workspace_id: str) -> Workspace | None:
@@ -99,7 +98,7 @@ class Workspaces:
         updated = Workspace(workspace.id, workspace.email, plan, workspace.created_at)
         await self._storage.set(f"{workspace_id}:workspace", json.dumps(asdict(updated)).encode())
         if self._cache is not None:
-            self._cache.pop(workspace_id, None)
+            self._cache.pop(workspace_id)
         return updated
 
     def plan(self, workspace: Workspace) -> PlanConfig:

@@ -114,3 +114,16 @@ def test_config_is_frozen() -> None:
     config = GatewayConfig()
     with pytest.raises(ValueError, match="frozen"):
         config.server.port = 1  # type: ignore[misc]
+
+
+def test_the_sample_configuration_loads_with_a_scale_plan_and_smaller_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    path = Path(__file__).resolve().parent.parent / "examples" / "gateway.toml"
+    config = load_config(path, environ={})
+    assert config.plans["scale"].included_requests == 1_000_000
+    smaller = [p for name, p in config.plans.items() if name != "scale"]
+    assert smaller
+    assert all(p.included_requests < 1_000_000 for p in smaller)
+    assert config.default_plan in config.plans

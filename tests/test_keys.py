@@ -112,9 +112,16 @@ async def test_rotation_without_grace_stops_the_old_secret_at_once(
     assert rotated.secret != made.secret
     assert await keys.authenticate(made.secret) is None
     assert await keys.authenticate(rotated.secret) is not None
-    (change,) = events.events
-    assert change.action == "rotated"
-    assert change.key.key_id == made.key.key_id
+    (event,) = events.events
+    assert event.event == "key.rotated"
+    assert event.workspace_id == WS
+    assert event.data.action == "rotated"
+    assert event.data.key_id == made.key.key_id
+    assert event.data.key_prefix == rotated.key.prefix
+    body = event.to_bytes().decode()
+    assert made.secret not in body
+    assert rotated.secret not in body
+    assert hash_key(made.secret) not in body
 
 
 async def test_rotation_with_grace_keeps_the_old_secret_until_it_lapses(
@@ -152,7 +159,7 @@ async def test_revocation_stops_every_secret_and_is_published(
     assert revoked.public()["status"] == "revoked"
     assert await keys.authenticate(made.secret) is None
     assert await keys.authenticate(rotated.secret) is None
-    assert [e.action for e in events.events] == ["rotated", "revoked"]
+    assert [e.data.action for e in events.events] == ["rotated", "revoked"]
     with pytest.raises(NotFoundError):
         await keys.revoke(WS, made.key.key_id)
     with pytest.raises(NotFoundError):

@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gateway_kit.bench._load import (
@@ -115,38 +117,80 @@ def _forwarder_app(upstream: str, transport: str) -> Any:
     return Starlette(routes=[Route(PATH, forward, methods=["POST"])], lifespan=lifespan)
 
 
-def _gateway_app(upstream: str, transport: str) -> Any:
-    from gateway_kit import GatewayConfig, ModelConfig, ProviderConfig, create_app
+def _gateway_app(args: argparse.Namespace) -> Any:
+    """gateway-kit on the mock upstream. With ``--key-file`` Auth and Limits are on: the
+    process makes a workspace and key at start-up and writes the key there for the load."""
+    import anyio
 
-    config = GatewayConfig(
-        providers=(
-            ProviderConfig(name="bench", base_url=f"{upstream}/v1", transport=transport),  # type: ignore[arg-type]
-        ),
-        models=(ModelConfig(name="bench-model", provider="bench"),),
+    from gateway_kit import Gateway, GatewayConfig, create_app
+
+    config = GatewayConfig.model_validate(
+        {
+            "providers": [
+                {"name": "bench", "base_url": f"{args.upstream}/v1", "transport": args.transport}
+            ],
+            "models": [{"name": "bench-model", "provider": "bench"}],
+            "storage": {"url": args.storage, "redis_prefix": args.redis_prefix},
+            "auth": {"mode": "enforce" if args.key_file else "off"},
+            "limits": {"mode": "enforce" if args.key_file else "off"},
+            # Limits far above the load: every request pays the checks, none is refused.
+            "plans": {"bench": {"included_requests": 10**12, "burst_limit_rpm": 10**9}},
+            "default_plan": "bench",
+        }
     )
-    return create_app(config)
+    gateway = Gateway(config)
+    inner = create_app(gateway=gateway)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await inner(scope, receive, send)
+            return
+        await receive()  # lifespan.startup
+        async with gateway:
+            if args.key_file:
+                workspace = await gateway.workspaces.create("bench@example.com")
+                made = await gateway.keys.create(workspace.id)
+                await anyio.Path(args.key_file).write_text(made.secret)
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+    return app
 
 
-def _serve(role: str, port: int, upstream: str, transport: str) -> int:
+def serve(args: argparse.Namespace) -> int:
+    """Run one benchmark server (a role) in this process."""
     import uvicorn
 
-    if role == "upstream":
+    if args.serve == "upstream":
         app: Any = _upstream_app
-    elif role == "forwarder":
-        app = _forwarder_app(upstream, transport)
+    elif args.serve == "forwarder":
+        app = _forwarder_app(args.upstream, args.transport)
     else:
-        app = _gateway_app(upstream, transport)
+        app = _gateway_app(args)
     uvicorn.run(
         app,
         host="127.0.0.1",
-        port=port,
+        port=args.port,
         log_level="error",
         access_log=False,
         loop="uvloop",
         http="httptools",
-        lifespan="auto" if role == "upstream" else "on",
+        lifespan="auto" if args.serve == "upstream" else "on",
     )
     return 0
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """The hidden options a benchmark server process is started with."""
+    hidden = argparse.SUPPRESS
+    parser.add_argument("--serve", choices=["upstream", "forwarder", "gateway"], help=hidden)
+    parser.add_argument("--port", type=int, default=0, help=hidden)
+    parser.add_argument("--upstream", default="", help=hidden)
+    parser.add_argument("--transport", default="httpx", help=hidden)
+    parser.add_argument("--storage", default="memory://", help=hidden)
+    parser.add_argument("--redis-prefix", default="gk:", help=hidden)
+    parser.add_argument("--key-file", default="", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------
@@ -159,24 +203,53 @@ class TargetResult:
     rss_mib: float
 
 
-def _measure(port: int, pid: int | None, args: argparse.Namespace, name: str) -> TargetResult:
-    request = build_request(PATH, REQUEST_BODY)
-    run_load(port, request, concurrency=8, requests=args.warmup)
-    runs = {}
-    for concurrency in (1, 32):
-        count = args.requests_c1 if concurrency == 1 else args.requests_c32
-        results = [
-            run_load(port, request, concurrency=concurrency, requests=count)
-            for _ in range(args.rounds)
-        ]
-        # The round with the median throughput: robust against a noisy neighbour.
-        results.sort(key=lambda r: r.rps)
-        runs[concurrency] = results[len(results) // 2]
-    rss = peak_rss_mib(pid) if pid is not None else 0.0
-    return TargetResult(name, runs, rss)
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One thing to measure: a server to start (``command``), or one already running."""
+
+    name: str
+    port: int
+    command: Sequence[str] | None = None
+    #: A file the server writes its API key to at start-up (Auth on).
+    key_file: Path | None = None
 
 
-def _table(results: Sequence[TargetResult]) -> str:
+def compare(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, TargetResult]:
+    """Start every target, then measure them round by round, interleaved.
+
+    Interleaving (A, B, C, A, B, C...) spreads the machine's drift over all targets instead
+    of handing it to whichever ran last; each figure is the round with the median req/s.
+    """
+    with ExitStack() as stack:
+        pids = {
+            t.name: stack.enter_context(server_process(t.command, t.port)) if t.command else None
+            for t in targets
+        }
+        requests = {}
+        for t in targets:
+            headers = []
+            if t.key_file is not None:  # written during the server's start-up, done by now
+                headers.append(("Authorization", f"Bearer {t.key_file.read_text().strip()}"))
+            requests[t.name] = build_request(PATH, REQUEST_BODY, headers)
+            run_load(t.port, requests[t.name], concurrency=8, requests=args.warmup)
+        samples: dict[str, dict[int, list[LoadResult]]] = {t.name: {1: [], 32: []} for t in targets}
+        for _ in range(args.rounds):
+            for concurrency in (1, 32):
+                count = args.requests_c1 if concurrency == 1 else args.requests_c32
+                for t in targets:
+                    result = run_load(
+                        t.port, requests[t.name], concurrency=concurrency, requests=count
+                    )
+                    samples[t.name][concurrency].append(result)
+        rss = {name: peak_rss_mib(pid) if pid is not None else 0.0 for name, pid in pids.items()}
+    results = {}
+    for name, runs in samples.items():
+        medians = {c: sorted(rs, key=lambda r: r.rps)[len(rs) // 2] for c, rs in runs.items()}
+        results[name] = TargetResult(name, medians, rss[name])
+    return results
+
+
+def table(results: Sequence[TargetResult]) -> str:
     header = (
         f"{'target':<22}{'c1 p50 ms':>10}{'c1 p99 ms':>10}{'c1 req/s':>10}"
         f"{'c32 p50 ms':>11}{'c32 p99 ms':>11}{'c32 req/s':>10}{'RSS MiB':>9}{'errors':>7}"
@@ -205,40 +278,37 @@ def _ratios(results: dict[str, TargetResult], transport: str) -> list[str]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway_kit.bench proxy")
-    parser.add_argument(
-        "--serve", choices=["upstream", "forwarder", "gateway"], help=argparse.SUPPRESS
-    )
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--upstream", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--transport", default="httpx", help=argparse.SUPPRESS)
+def add_load_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests-c1", type=int, default=2000, help="requests per round at c=1")
     parser.add_argument("--requests-c32", type=int, default=6400, help="requests per round at c=32")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (median kept)")
     parser.add_argument("--warmup", type=int, default=500, help="warm-up requests per target")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gateway_kit.bench proxy")
+    add_server_options(parser)
+    add_load_options(parser)
     parser.add_argument(
         "--transports", default="httpx,aiohttp", help="upstream transports to compare"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.serve:
-        return _serve(args.serve, args.port, args.upstream, args.transport)
+        return serve(args)
 
     me = ["gateway_kit.bench", "proxy"]
     upstream_port = free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"
-    results: dict[str, TargetResult] = {}
+    targets = [Target("direct", upstream_port)]
+    for transport in args.transports.split(","):
+        for role, label in (("forwarder", "forwarder"), ("gateway", "gateway-kit")):
+            port = free_port()
+            command = [*me, "--serve", role, "--port", str(port)]
+            command += ["--upstream", upstream_url, "--transport", transport]
+            targets.append(Target(f"{label} ({transport})", port, command))
     with server_process([*me, "--serve", "upstream", "--port", str(upstream_port)], upstream_port):
-        results["direct"] = _measure(upstream_port, None, args, "direct")
-        for transport in args.transports.split(","):
-            for role, label in (("forwarder", "forwarder"), ("gateway", "gateway-kit")):
-                port = free_port()
-                command = [*me, "--serve", role, "--port", str(port)]
-                command += ["--upstream", upstream_url, "--transport", transport]
-                with server_process(command, port) as pid:
-                    name = f"{label} ({transport})"
-                    results[name] = _measure(port, pid, args, name)
+        results = compare(targets, args)
     if args.json:
         print(
             json.dumps(
@@ -259,7 +329,7 @@ def main(argv: list[str]) -> int:
             )
         )
         return 0
-    print(_table(list(results.values())))
+    print(table(list(results.values())))
     print()
     for transport in args.transports.split(","):
         print("\n".join(_ratios(results, transport)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
@@ -30,6 +30,8 @@ from gateway_kit._asgi import (
     get_context,
     send_error,
 )
+from gateway_kit._ttl import TTLMap
+from gateway_kit.config import PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.periods import Period, period_at
@@ -96,6 +98,36 @@ class LimitsPolicy:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
         self._unit = gateway.config.limits.period
+        # Memos, not per-request state: the current period, and each workspace's admission
+        # operands for it (both change only when the period or the plan does).
+        self._period: Period | None = None
+        self._operands: TTLMap[tuple[str, str, str], tuple[Increment, Throttle]] = TTLMap(
+            3600.0, maxsize=10_000
+        )
+
+    def _current_period(self, now: float) -> Period:
+        period = self._period
+        if period is None or not period.start.timestamp() <= now < period.end.timestamp():
+            period = self._period = period_at(now, self._unit)
+        return period
+
+    def _admission(
+        self, workspace_id: str, plan_name: str, plan: PlanConfig, period: Period
+    ) -> tuple[Increment, Throttle]:
+        memo_key = (workspace_id, period.id, plan_name)
+        operands = self._operands.get(memo_key)
+        if operands is None:
+            # The counter outlives its period by a week (its TTL is set once, at creation).
+            counter = Increment(
+                quota_key(workspace_id, period),
+                1,
+                ttl=period.seconds + _KEEP_AFTER_PERIOD,
+                limit=None if plan.overage == "allow" else plan.included_requests,
+            )
+            burst = Throttle(f"{workspace_id}:burst", limit=plan.burst_limit_rpm, period=60.0)
+            operands = (counter, burst)
+            self._operands.set(memo_key, operands)
+        return operands
 
     async def admit(self, principal: Principal) -> LimitsVerdict:
         gateway = self._gateway
@@ -105,27 +137,31 @@ class LimitsPolicy:
                 False, 403, "workspace_not_found", "The key's workspace no longer exists."
             )
         plan = gateway.workspaces.plan(workspace)
-        now = gateway.clock()
-        period = period_at(now, self._unit)
-        key = quota_key(workspace.id, period)
-        overage_allowed = plan.overage == "allow"
-        result = await gateway.storage.incr_many(
-            [
-                Increment(
-                    key,
-                    1,
-                    ttl=period.seconds_left(now) + _KEEP_AFTER_PERIOD,
-                    limit=None if overage_allowed else plan.included_requests,
-                )
-            ],
-            throttle=Throttle(f"{workspace.id}:burst", limit=plan.burst_limit_rpm, period=60.0),
-        )
+        period = self._current_period(gateway.clock())
+        counter, burst = self._admission(workspace.id, workspace.plan, plan, period)
+        result = await gateway.storage.incr_many([counter], throttle=burst)
         throttle = result.throttle
         assert throttle is not None
-        used = result.values[key]
-        verdict = LimitsVerdict(
-            True,
-            200,
+        used = result.values[counter.key]
+        if result.refused == THROTTLED:
+            status, code = 429, "rate_limit_exceeded"
+            message = (
+                f"Burst limit of {plan.burst_limit_rpm} requests per minute reached; "
+                f"retry in {max(1, math.ceil(throttle.retry_after))} s."
+            )
+        elif result.refused is not None:
+            status, code = 402, "quota_exceeded"
+            message = (
+                f"All {plan.included_requests} included requests of this period are used; "
+                f"the quota resets at {period.reset_at}."
+            )
+        else:
+            status, code, message = 200, "", ""
+        return LimitsVerdict(
+            status == 200,
+            status,
+            code,
+            message,
             burst_limit=plan.burst_limit_rpm,
             burst_remaining=throttle.remaining,
             burst_reset=throttle.reset_after,
@@ -133,28 +169,8 @@ class LimitsPolicy:
             quota_limit=plan.included_requests,
             quota_used=used,
             period=period,
-        )
-        if result.refused == THROTTLED:
-            wait = max(1, math.ceil(throttle.retry_after))
-            return replace(
-                verdict,
-                allowed=False,
-                status=429,
-                code="rate_limit_exceeded",
-                message=f"Burst limit of {plan.burst_limit_rpm} requests per minute reached; "
-                f"retry in {wait} s.",
-            )
-        if result.refused is not None:
-            return replace(
-                verdict,
-                allowed=False,
-                status=402,
-                code="quota_exceeded",
-                message=f"All {plan.included_requests} included requests of this period are "
-                f"used; the quota resets at {period.reset_at}.",
-            )
-        return replace(
-            verdict, counted=key, overage=overage_allowed and used > plan.included_requests
+            counted=counter.key if status == 200 else None,
+            overage=status == 200 and used > plan.included_requests,
         )
 
     async def refund(self, key: str) -> None:

@@ -91,12 +91,15 @@ class _MemoryTx:
         return self._entries.get(key)
 
     def write(self, key: str, entry: Entry) -> None:
-        if key not in self._entries:
+        old = self._entries.get(key)
+        if old is None:
             self._make_room()
         elif self._expiries and self._expiries[0][0] <= self.now:
             self._purge()
         self._entries[key] = entry
-        if entry.expires_at is not None:
+        # A counter rewritten with its TTL unchanged keeps its heap row: one row per expiry,
+        # not one per write.
+        if entry.expires_at is not None and (old is None or old.expires_at != entry.expires_at):
             heapq.heappush(self._expiries, (entry.expires_at, key))
 
     def remove(self, key: str) -> None:

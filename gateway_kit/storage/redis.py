@@ -13,6 +13,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import _redis_lua as lua
+from gateway_kit.storage._pipeline import AutoPipeline
 from gateway_kit.storage.base import (
     THROTTLED,
     ClaimedItem,
@@ -118,11 +119,11 @@ class RedisStorage(Storage):
         self._prefix = prefix
         self._owned = owned
         # redis-py runs each with EVALSHA, loading it again after a NOSCRIPT.
-        self._scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
+        scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
+        self._pipeline = AutoPipeline(client, scripts, _errors)
 
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        with _errors(name):
-            return await self._scripts[name](keys=keys, args=args)
+        return await self._pipeline.call(name, keys, args)
 
     def __repr__(self) -> str:
         return f"RedisStorage(prefix={self._prefix!r})"
@@ -296,6 +297,7 @@ class RedisStorage(Storage):
         return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
 
     async def aclose(self) -> None:
+        await self._pipeline.aclose()
         if self._owned:
             with _errors("close"):
                 await self._client.aclose()

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import socket
-import subprocess
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -24,47 +21,6 @@ from gateway_kit.storage.redis import RedisStorage
 from gateway_kit.testing.storage import StorageConformance
 
 pytestmark = [pytest.mark.redis, pytest.mark.anyio]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A throwaway single-node Redis Cluster: it serves every slot, and so refuses any script
-    whose keys span two slots (CROSSSLOT), as a real cluster would."""
-    server = shutil.which("redis-server")
-    if server is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server is not installed: CI must run the Cluster tests")
-        pytest.skip("redis-server is not installed")
-    port, workdir = _free_port(), tmp_path_factory.mktemp("cluster")
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-         "--cluster-config-file", str(workdir / "nodes.conf"), "--dir", str(workdir),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(port=port)
-    try:
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-        while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 class TestRedisStorageOnAClusterNode(StorageConformance):

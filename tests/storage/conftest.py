@@ -1,0 +1,54 @@
+"""Fixtures of the storage tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway single-node Redis Cluster: it serves every slot, and so refuses any script
+    whose keys span two slots (CROSSSLOT), as a real cluster would."""
+    server = shutil.which("redis-server")
+    if server is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed: CI must run the Cluster tests")
+        pytest.skip("redis-server is not installed")
+    port, workdir = _free_port(), tmp_path_factory.mktemp("cluster")
+    proc = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+         "--cluster-config-file", str(workdir / "nodes.conf"), "--dir", str(workdir),
+         "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port)
+    try:
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
