@@ -308,13 +308,16 @@ class DictStorage(Storage):
         )
         return [DeadItem(k, i.payload, i.attempts, i.reason, i.failed_at) for k, i in dead[:limit]]
 
-    async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
+    async def requeue(
+        self, queue: str, item_id: str, *, due_at: float, payload: bytes | None = None
+    ) -> bool:
         items = self._queue(queue).items
         due_at = check_time(due_at, "due_at")
+        new_payload = None if payload is None else check_value(payload)
         item = items.get(check_name(item_id, "item id"))
         if item is None or not item.dead:
             return False
-        items[item_id] = _Item(item.payload, due_at, due_at)
+        items[item_id] = _Item(item.payload if new_payload is None else new_payload, due_at, due_at)
         return True
 
     async def discard(self, queue: str, item_id: str) -> bool:

@@ -303,11 +303,12 @@ def dead_items(tx: Tx, queue: str, limit: int) -> list[DeadItem]:
     ]
 
 
-def requeue(tx: Tx, queue: str, item_id: str, due_at: float) -> bool:
+def requeue(tx: Tx, queue: str, item_id: str, due_at: float, payload: bytes | None) -> bool:
     item = tx.item(queue, item_id)
     if item is None or item.state != State.DEAD:
         return False
-    tx.put_item(queue, Item(item_id, item.payload, State.QUEUED, due_at, due_at))
+    new_payload = item.payload if payload is None else payload
+    tx.put_item(queue, Item(item_id, new_payload, State.QUEUED, due_at, due_at))
     return True
 
 

@@ -165,11 +165,15 @@ class LocalStorage(Storage, ABC):
         check_count(limit, "limit")
         return await self._run(lambda tx, now: engine.dead_items(tx, queue, limit), write=False)
 
-    async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
+    async def requeue(
+        self, queue: str, item_id: str, *, due_at: float, payload: bytes | None = None
+    ) -> bool:
         check_queue(queue)
         check_name(item_id, "item id")
         due = check_time(due_at, "due_at")
-        return await self._run(lambda tx, now: engine.requeue(tx, queue, item_id, due))
+        if payload is not None:
+            check_value(payload)
+        return await self._run(lambda tx, now: engine.requeue(tx, queue, item_id, due, payload))
 
     async def discard(self, queue: str, item_id: str) -> bool:
         check_queue(queue)

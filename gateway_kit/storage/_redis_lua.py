@@ -239,13 +239,14 @@ return out
 """
 )
 
-# ARGV: id, due_at.
+# ARGV: id, due_at, has_payload, payload.
 REQUEUE = (
     _QUEUE
     + """
 local m = meta(ARGV[1])
 if not m or m[1] ~= 'd' then return 0 end
 save(ARGV[1], {'q', 0, tonumber(ARGV[2]), 0, 0, ''})
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], ARGV[1], ARGV[4]) end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 return 1

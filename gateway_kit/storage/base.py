@@ -306,8 +306,13 @@ class Storage(Protocol):
         """Up to ``limit`` dead-lettered items, oldest first."""
         ...
 
-    async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
-        """Queue a dead item again under the same id, attempts reset; ``False`` if not dead."""
+    async def requeue(
+        self, queue: str, item_id: str, *, due_at: float, payload: bytes | None = None
+    ) -> bool:
+        """Queue a dead item again under the same id, attempts reset; ``False`` if not dead.
+
+        ``payload`` replaces the stored payload (a replay starting its own count afresh).
+        """
         ...
 
     async def discard(self, queue: str, item_id: str) -> bool:

@@ -287,9 +287,12 @@ class RedisStorage(Storage):
             for item_id, payload, attempts, reason, failed_at in rows
         ]
 
-    async def requeue(self, queue: str, item_id: str, *, due_at: float) -> bool:
+    async def requeue(
+        self, queue: str, item_id: str, *, due_at: float, payload: bytes | None = None
+    ) -> bool:
         keys = self._queue(queue)
         args: list[Any] = [check_name(item_id, "item id"), check_time(due_at, "due_at")]
+        args += [0, b""] if payload is None else [1, check_value(payload)]
         return bool(await self._script("requeue", keys, args))
 
     async def discard(self, queue: str, item_id: str) -> bool:

@@ -693,6 +693,17 @@ class StorageConformance:
         assert [d.item_id for d in await storage.dead_items("q", limit=10)] == ["c"]
         assert await storage.enqueue("q", "b", b"b2", due_at=0)
 
+    async def test_a_requeue_may_replace_the_payload(self, storage: Storage) -> None:
+        await storage.enqueue("q", "a", b"attempt 5", due_at=0)
+        [item] = await storage.claim("q", limit=1, lease=30)
+        assert await storage.dead("q", item.token, reason="failed")
+        assert await storage.requeue("q", "a", due_at=0, payload=b"attempt 0 \x00\xff")
+        [replayed] = await storage.claim("q", limit=1, lease=30)
+        assert (replayed.item_id, replayed.payload) == ("a", b"attempt 0 \x00\xff")
+        assert replayed.attempts == 1
+        with pytest.raises(TypeError):
+            await storage.requeue("q", "a", due_at=0, payload="text")  # type: ignore[arg-type]
+
     async def test_discard_ends_a_lease(self, storage: Storage) -> None:
         await storage.enqueue("q", "i", b"p", due_at=0)
         [item] = await storage.claim("q", limit=1, lease=30)
