@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
+import anyio
 import httpx
 
 from gateway_kit.bus import EventBus
@@ -23,6 +24,10 @@ from gateway_kit.providers.base import Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
 from gateway_kit.storage import Storage, storage_from_url
+from gateway_kit.webhooks.emitter import WebhookEmitter
+from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
+from gateway_kit.webhooks.store import WebhookStore
+from gateway_kit.webhooks.worker import DeliveryWorker
 from gateway_kit.workspaces import Workspaces
 
 
@@ -65,6 +70,8 @@ class Gateway:
     keeps ownership of both. ``providers`` replaces providers by name, for tests and custom
     integrations. ``events`` is the bus layers publish to; subscribe before or after entering.
     ``clock`` (Unix seconds) decides quota periods; tests pass the fake clock they give storage.
+    ``run_worker`` (default ``config.webhooks.worker``) runs a webhook delivery worker inside;
+    one-off commands pass ``False`` and leave deliveries to the serving processes.
     """
 
     def __init__(
@@ -75,10 +82,14 @@ class Gateway:
         http_client: httpx.AsyncClient | None = None,
         providers: dict[str, Provider] | None = None,
         clock: Callable[[], float] = time.time,
+        run_worker: bool | None = None,
     ) -> None:
         self.config = config if config is not None else GatewayConfig()
         self.events = EventBus()
         self.clock = clock
+        self._run_worker = self.config.webhooks.worker if run_worker is None else run_worker
+        hooks = self.config.webhooks
+        self.ssrf_guard = SSRFGuard(allow_http=hooks.allow_http, allow=hooks.allow)
         self._injected_storage = storage
         self._storage: Storage | None = None
         self._http_client = http_client
@@ -86,6 +97,8 @@ class Gateway:
         self._routes: dict[str, ModelRoute] = {}
         self._workspaces: Workspaces | None = None
         self._keys: Keys | None = None
+        self._webhooks: WebhookStore | None = None
+        self._webhook_client: httpx.AsyncClient | None = None
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:
@@ -107,6 +120,7 @@ class Gateway:
             cache_ttl = self.config.auth.cache_ttl_s
             self._workspaces = Workspaces(storage, self.config, cache_ttl=cache_ttl)
             self._keys = Keys(storage, self.events, cache_ttl=cache_ttl)
+            await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
                 or await self._open_provider(spec, stack)
@@ -134,9 +148,34 @@ class Gateway:
     ) -> None:
         stack, self._stack = self._stack, None
         self._routes = {}
-        self._storage = self._workspaces = self._keys = None
+        self._storage = self._workspaces = self._keys = self._webhooks = None
+        self._webhook_client = None
         if stack is not None:
             await stack.aclose()
+
+    async def _start_webhooks(self, storage: Storage, stack: AsyncExitStack) -> None:
+        hooks = self.config.webhooks
+        store = WebhookStore(
+            storage, max_per_workspace=hooks.max_webhooks_per_workspace, log_size=hooks.log_size
+        )
+        client = guarded_client(self.ssrf_guard, timeout=hooks.timeout_s)
+        stack.push_async_callback(client.aclose)
+        self._webhooks, self._webhook_client = store, client
+        worker = None
+        if self._run_worker:
+            worker = DeliveryWorker(
+                storage=storage,
+                store=store,
+                client=client,
+                events=self.events,
+                config=hooks,
+                clock=self.clock,
+            )
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)  # runs first on exit (last in, first out)
+            await tasks.start(worker.run)
+        emitter = WebhookEmitter(store, storage, on_queued=worker.wake if worker else None)
+        stack.callback(self.events.subscribe(emitter))
 
     async def _open_provider(self, spec: ProviderConfig, stack: AsyncExitStack) -> Provider:
         provider: Provider
@@ -175,6 +214,19 @@ class Gateway:
         if self._workspaces is None:
             raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
         return self._workspaces
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        if self._webhooks is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._webhooks
+
+    @property
+    def webhook_client(self) -> httpx.AsyncClient:
+        """The SSRF-guarded client deliveries (and test sends) go through."""
+        if self._webhook_client is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._webhook_client
 
     @property
     def keys(self) -> Keys:

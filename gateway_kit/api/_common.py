@@ -14,7 +14,7 @@ from gateway_kit._asgi import Principal, error_body, get_context
 #: Management bodies are small; anything bigger is a mistake or an attack.
 MAX_BODY_BYTES = 64 * 1024
 
-_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 413: "invalid_request_error"}
+_ERROR_TYPES = {404: "not_found_error", 409: "conflict_error"}
 
 
 class ApiError(Exception):
@@ -90,15 +90,20 @@ def check_fields(body: dict[str, Any], allowed: Sequence[str]) -> None:
         )
 
 
-def string_field(body: dict[str, Any], name: str, *, default: str | None = None) -> str:
+def string_field(
+    body: dict[str, Any], name: str, *, default: str | None = None, max_length: int = 200
+) -> str:
     value = body.get(name, default)
     if not isinstance(value, str) or not value.strip():
         raise ApiError(
             400, f"'{name}' must be a non-empty string.", code="invalid_type", param=name
         )
-    if len(value) > 200:
+    if len(value) > max_length:
         raise ApiError(
-            400, f"'{name}' is longer than 200 characters.", code="invalid_value", param=name
+            400,
+            f"'{name}' is longer than {max_length} characters.",
+            code="invalid_value",
+            param=name,
         )
     return value.strip()
 

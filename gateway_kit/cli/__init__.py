@@ -2,6 +2,7 @@
 
 - ``serve``: the gateway on uvicorn (offline demo without a configuration);
 - ``status``: a workspace's plan, quota and savings, from ``GET /v1/me``;
+- ``worker``: deliver webhooks without serving HTTP;
 - ``workspaces``, ``keys``: operator commands on the configured storage.
 
 Human output by default, ``--json`` for scripts. Exit codes: 0 success, 1 a failure talking to
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway_kit import __version__
-from gateway_kit.cli import admin, serve, status
+from gateway_kit.cli import admin, serve, status, worker
 from gateway_kit.exceptions import ConfigError, GatewayError
 
 
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gateway-kit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="command")
     serve.add_parser(commands, add_config_option)
+    worker.add_parser(commands, add_config_option)
     status.add_parser(commands)
     admin.add_parsers(commands, add_config_option)
     return parser

@@ -72,7 +72,9 @@ def _run(action: Action, args: argparse.Namespace) -> int:
     config = load_config(args.config)
 
     async def main() -> Any:
-        async with Gateway(config) as gateway:
+        # No delivery worker here: the serving gateways (or `gateway-kit worker`) deliver what
+        # these commands publish, through the queue in the shared storage.
+        async with Gateway(config, run_worker=False) as gateway:
             return await action(gateway, args)
 
     result = anyio.run(main)

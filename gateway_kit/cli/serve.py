@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def issue_demo_key(config: GatewayConfig) -> str:
     """Make sure the demo workspace exists; revoke its old demo key and issue a new one."""
-    async with Gateway(config) as gateway:
+    async with Gateway(config, run_worker=False) as gateway:
         if await gateway.workspaces.get(DEMO_WORKSPACE) is None:
             await gateway.workspaces.create(DEMO_EMAIL, workspace_id=DEMO_WORKSPACE)
         for key in await gateway.keys.list(DEMO_WORKSPACE):

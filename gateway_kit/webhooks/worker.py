@@ -1,0 +1,195 @@
+"""``DeliveryWorker``: claims due deliveries from the queue and makes their attempts.
+
+Any number of workers (inside gateway processes, or ``gateway-kit worker``) share the queue:
+a claim leases an item to one worker with a fencing token, so two workers never make the same
+attempt; a worker that dies mid-attempt lets its lease lapse and the attempt is made again
+(at-least-once delivery, the same ``event_id`` every time).
+
+For each delivery: a deleted webhook drops it; a stale or paused one holds it (dead-lettered
+and indexed for a replay); a webhook with ``per_webhook_concurrency`` attempts under way
+defers it briefly, so one slow endpoint cannot take every slot. Otherwise one attempt:
+success acks; a retryable failure is queued again after the next backoff; the last failed
+attempt makes the webhook stale (exactly once: a compare-and-set) and publishes
+``webhook.stale``; a rejection (4xx but 408/429) ends it. Every attempt updates
+``last_fired_at``/``last_status`` and the attempt log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import httpx
+
+from gateway_kit.bus import EventBus
+from gateway_kit.config import WebhooksConfig
+from gateway_kit.events import Event, WebhookStaleData
+from gateway_kit.exceptions import StorageError
+from gateway_kit.storage import ClaimedItem, Storage
+from gateway_kit.webhooks import delivery
+from gateway_kit.webhooks.emitter import QUEUE, Delivery
+from gateway_kit.webhooks.store import Attempt, WebhookStore
+
+logger = logging.getLogger("gateway_kit.webhooks")
+
+_CLAIM_BATCH = 64
+
+
+class DeliveryWorker:
+    """Run with ``await worker.run()`` (in a task group); ``wake()`` shortens the idle wait."""
+
+    def __init__(
+        self,
+        *,
+        storage: Storage,
+        store: WebhookStore,
+        client: httpx.AsyncClient,
+        events: EventBus,
+        config: WebhooksConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._storage = storage
+        self._store = store
+        self._client = client
+        self._events = events
+        self._config = config
+        self._clock = clock
+        self._wake = anyio.Event()
+        self._in_flight = 0
+        self._per_webhook: Counter[str] = Counter()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tasks:
+            task_status.started()
+            while True:
+                room = self._config.concurrency - self._in_flight
+                items: list[ClaimedItem] = []
+                if room > 0:
+                    try:
+                        items = await self._storage.claim(
+                            QUEUE, limit=min(room, _CLAIM_BATCH), lease=self._config.lease_s
+                        )
+                    except StorageError as exc:
+                        logger.error("webhook worker cannot claim deliveries: %s", exc)
+                for item in items:
+                    self._in_flight += 1
+                    tasks.start_soon(self._handle, item)
+                if len(items) < min(room, _CLAIM_BATCH):
+                    await self._idle()
+
+    async def _idle(self) -> None:
+        with anyio.move_on_after(self._config.poll_interval_s):
+            await self._wake.wait()
+        self._wake = anyio.Event()
+
+    async def _handle(self, item: ClaimedItem) -> None:
+        try:
+            await self._process(item)
+        except StorageError as exc:
+            # The lease lapses and the delivery comes back: nothing is lost.
+            logger.error("webhook delivery %s: storage failed: %s", item.item_id, exc)
+        except Exception:
+            logger.exception("webhook delivery %s failed unexpectedly", item.item_id)
+        finally:
+            self._in_flight -= 1
+            self.wake()
+
+    async def _process(self, item: ClaimedItem) -> None:
+        try:
+            job = Delivery.from_bytes(item.payload)
+        except (ValueError, TypeError):
+            logger.error("webhook delivery %s has an unreadable payload", item.item_id)
+            await self._storage.dead(QUEUE, item.token, reason="unreadable")
+            return
+        hook = await self._store.get(job.workspace_id, job.webhook_id)
+        if hook is None:
+            await self._storage.ack(QUEUE, item.token)  # the webhook was deleted
+            return
+        if hook.status != "active":
+            await self._hold(item, job, hook.status)
+            return
+        if self._per_webhook[hook.id] >= self._config.per_webhook_concurrency:
+            due = await self._storage.now() + self._config.poll_interval_s
+            await self._storage.retry(QUEUE, item.token, due_at=due)
+            return
+        self._per_webhook[hook.id] += 1
+        try:
+            number = job.attempts + 1
+            result = await delivery.attempt(
+                self._client,
+                url=hook.url,
+                body=job.body.encode(),
+                secret=hook.secret,
+                event_id=job.event_id,
+                attempt_number=number,
+                deadline_s=self._config.timeout_s,
+                clock=self._clock,
+            )
+        finally:
+            self._per_webhook[hook.id] -= 1
+            if not self._per_webhook[hook.id]:
+                del self._per_webhook[hook.id]
+        await self._store.record_attempt(
+            job.workspace_id,
+            hook.id,
+            Attempt(
+                job.event_id,
+                job.event,
+                number,
+                result.started_at,
+                result.duration_ms,
+                result.status,
+                result.error_class,
+            ),
+        )
+        outcome = result.outcome
+        if outcome == "success":
+            await self._storage.ack(QUEUE, item.token)
+        elif outcome == "retry" and number < self._config.max_attempts:
+            due = await self._storage.now() + self._config.retry_backoff_s[number - 1]
+            await self._storage.retry(
+                QUEUE, item.token, due_at=due, payload=replace(job, attempts=number).to_bytes()
+            )
+        elif outcome == "retry":
+            await self._hold(item, replace(job, attempts=number), "failed")
+            stale_at = self._clock()
+            if await self._store.mark_stale(job.workspace_id, hook.id, at=stale_at):
+                logger.warning("webhook %s is stale after %d failed attempts", hook.id, number)
+                data = WebhookStaleData(
+                    webhook_id=hook.id,
+                    name=hook.name,
+                    url_host=httpx.URL(hook.url).host or "unknown",
+                    last_status=result.status,
+                    failed_event_id=job.event_id,
+                    stale_at=datetime.fromtimestamp(stale_at, UTC),
+                )
+                await self._events.publish(Event.create(data, workspace_id=job.workspace_id))
+        else:
+            await self._hold(item, replace(job, attempts=number), "rejected")
+
+    async def _hold(self, item: ClaimedItem, job: Delivery, reason: str) -> None:
+        """Dead-letter the delivery and index it for a replay (index first: see below)."""
+        # Indexed before it is dead-lettered: a crash in between leaves the item leased, so it
+        # comes back and is handled again, and the index entry is found harmless at replay.
+        await self._store.index_dead(
+            job.workspace_id,
+            job.webhook_id,
+            job.item_id,
+            {
+                "event_id": job.event_id,
+                "event": job.event,
+                "timestamp": job.timestamp,
+                "reason": reason,
+                "delivery": job.fresh().to_bytes().decode(),
+            },
+        )
+        await self._storage.dead(QUEUE, item.token, reason=reason)
