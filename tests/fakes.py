@@ -177,13 +177,19 @@ TEST_PLANS = {
 
 @asynccontextmanager
 async def provisioned(
-    plan: str = "tiny", *, storage_class: Any = None, **config: Any
+    plan: str = "tiny", *, storage_class: Any = None, real_clock: bool = False, **config: Any
 ) -> AsyncIterator[Env]:
-    """A gateway with Auth and Limits on, its workspace on ``plan``, and one key."""
+    """A gateway with Auth and Limits on, its workspace on ``plan``, and one key.
+
+    The clock is fake (2026-11-18, mid-month) unless ``real_clock``: webhook retries need
+    real time to pass.
+    """
+    import time
+
     from gateway_kit import MemoryStorage, create_app
     from gateway_kit.testing import ASGIRecorder, FakeClock
 
-    clock = FakeClock(1_795_000_000.0)  # 2026-11-18, mid-month
+    clock: Any = time.time if real_clock else FakeClock(1_795_000_000.0)
     fields = {
         "storage": {"url": "memory://"},
         "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 
 from gateway_kit.bus import EventBus
@@ -72,19 +73,23 @@ class DeliveryWorker:
             task_status.started()
             while True:
                 room = self._config.concurrency - self._in_flight
+                if room <= 0:
+                    await self._idle()  # every slot is busy: a finished delivery wakes us
+                    continue
                 items: list[ClaimedItem] = []
-                if room > 0:
-                    try:
-                        items = await self._storage.claim(
-                            QUEUE, limit=min(room, _CLAIM_BATCH), lease=self._config.lease_s
-                        )
-                    except StorageError as exc:
-                        logger.error("webhook worker cannot claim deliveries: %s", exc)
+                try:
+                    items = await self._storage.claim(
+                        QUEUE, limit=min(room, _CLAIM_BATCH), lease=self._config.lease_s
+                    )
+                except StorageError as exc:
+                    logger.error("webhook worker cannot claim deliveries: %s", exc)
                 for item in items:
                     self._in_flight += 1
                     tasks.start_soon(self._handle, item)
                 if len(items) < min(room, _CLAIM_BATCH):
                     await self._idle()
+                else:
+                    await anyio.lowlevel.checkpoint()  # a full batch: claim again, fairly
 
     async def _idle(self) -> None:
         with anyio.move_on_after(self._config.poll_interval_s):
