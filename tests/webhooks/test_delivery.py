@@ -140,7 +140,7 @@ async def test_503_four_times_then_200_is_five_attempts_with_growing_gaps(
 async def test_500_always_makes_the_webhook_stale_and_tells_only_the_others(
     receiver: Receiver,
 ) -> None:
-    async with hub() as (env, watch):
+    async with hub() as (env, _):
         doomed = await create(env, receiver.script("/down", [500]), name="down")
         other = await create(env, receiver.script("/witness", [200]), name="witness")
         event = await publish(env)
@@ -198,7 +198,7 @@ async def test_a_4xx_is_one_attempt_and_not_stale(receiver: Receiver) -> None:
 
 @pytest.mark.parametrize("status", [408, 429])
 async def test_408_and_429_are_retried(receiver: Receiver, status: int) -> None:
-    async with hub() as (env, watch):
+    async with hub() as (env, _):
         path = f"/slow-down-{status}"
         await create(env, receiver.script(path, [status, 200]))
         await publish(env)
@@ -243,7 +243,7 @@ async def test_a_refused_connection_gets_last_status_0() -> None:
 
 
 async def test_filters_omitted_a_list_and_empty_on_create_and_update(receiver: Receiver) -> None:
-    async with hub() as (env, watch):
+    async with hub() as (env, _):
         every = await create(env, receiver.script("/f-all", [200]))
         some = await create(env, receiver.script("/f-some", [200]), events=["budget.alert"])
         paused = await create(env, receiver.script("/f-paused", [200]), events=[])
@@ -270,7 +270,7 @@ async def test_filters_omitted_a_list_and_empty_on_create_and_update(receiver: R
 
 
 async def test_one_slow_endpoint_does_not_starve_the_others(receiver: Receiver) -> None:
-    async with hub(concurrency=8, per_webhook_concurrency=2) as (env, watch):
+    async with hub(concurrency=8, per_webhook_concurrency=2) as (env, _):
         await create(env, receiver.script("/treacle", [(200, 1.0)]), events=["budget.alert"])
         await create(env, receiver.script("/brisk", [200]), events=["key.rotated"])
         for _ in range(12):
@@ -284,7 +284,7 @@ async def test_one_slow_endpoint_does_not_starve_the_others(receiver: Receiver) 
 
 
 async def test_a_deleted_webhook_gets_nothing_more(receiver: Receiver) -> None:
-    async with hub() as (env, watch):
+    async with hub() as (env, _):
         hook = await create(env, receiver.script("/gone", [503]))
         await publish(env)
         await receiver.wait_for("/gone", 1)
@@ -301,7 +301,7 @@ async def test_a_deleted_webhook_gets_nothing_more(receiver: Receiver) -> None:
 async def test_the_test_endpoint_reports_status_latency_and_error_class_only(
     receiver: Receiver,
 ) -> None:
-    async with hub() as (env, watch):
+    async with hub() as (env, _):
         hook = await create(env, receiver.script("/probe", [418]))
         response = await env.recorder.request(
             "POST",
