@@ -72,6 +72,7 @@ class Gateway:
     ``clock`` (Unix seconds) decides quota periods; tests pass the fake clock they give storage.
     ``run_worker`` (default ``config.webhooks.worker``) runs a webhook delivery worker inside;
     one-off commands pass ``False`` and leave deliveries to the serving processes.
+    ``ssrf_guard`` replaces the guard built from ``config.webhooks`` (e.g. with a resolver).
     """
 
     def __init__(
@@ -83,13 +84,14 @@ class Gateway:
         providers: dict[str, Provider] | None = None,
         clock: Callable[[], float] = time.time,
         run_worker: bool | None = None,
+        ssrf_guard: SSRFGuard | None = None,
     ) -> None:
         self.config = config if config is not None else GatewayConfig()
         self.events = EventBus()
         self.clock = clock
         self._run_worker = self.config.webhooks.worker if run_worker is None else run_worker
         hooks = self.config.webhooks
-        self.ssrf_guard = SSRFGuard(allow_http=hooks.allow_http, allow=hooks.allow)
+        self.ssrf_guard = ssrf_guard or SSRFGuard(allow_http=hooks.allow_http, allow=hooks.allow)
         self._injected_storage = storage
         self._storage: Storage | None = None
         self._http_client = http_client

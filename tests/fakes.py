@@ -177,7 +177,12 @@ TEST_PLANS = {
 
 @asynccontextmanager
 async def provisioned(
-    plan: str = "tiny", *, storage_class: Any = None, real_clock: bool = False, **config: Any
+    plan: str = "tiny",
+    *,
+    storage_class: Any = None,
+    real_clock: bool = False,
+    ssrf_guard: Any = None,
+    **config: Any,
 ) -> AsyncIterator[Env]:
     """A gateway with Auth and Limits on, its workspace on ``plan``, and one key.
 
@@ -203,7 +208,11 @@ async def provisioned(
     client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
     async with (storage_class or MemoryStorage)(clock=clock) as storage:
         gateway = Gateway(
-            GatewayConfig.model_validate(fields), storage=storage, http_client=client, clock=clock
+            GatewayConfig.model_validate(fields),
+            storage=storage,
+            http_client=client,
+            clock=clock,
+            ssrf_guard=ssrf_guard,
         )
         async with gateway:
             workspace = await gateway.workspaces.create("team@example.com", plan=plan)
