@@ -23,6 +23,7 @@ Answer = int | tuple[int, float]
 class Hit:
     at: float
     path: str
+    status: int
     headers: dict[str, str]
     body: bytes
 
@@ -68,13 +69,13 @@ class Receiver:
                 break
         path = scope["path"]
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        answers = self.scripts.get(path, [200])
         with self._changed:
             seen = sum(1 for hit in self.hits if hit.path == path)
-            self.hits.append(Hit(time.monotonic(), path, headers, body))
+            answer = answers[min(seen, len(answers) - 1)]
+            status, delay = answer if isinstance(answer, tuple) else (answer, 0.0)
+            self.hits.append(Hit(time.monotonic(), path, status, headers, body))
             self._changed.notify_all()
-        answers = self.scripts.get(path, [200])
-        answer = answers[min(seen, len(answers) - 1)]
-        status, delay = answer if isinstance(answer, tuple) else (answer, 0.0)
         if delay:
             await anyio.sleep(delay)
         extra = [(b"location", b"/redirected")] if 300 <= status < 400 else []
