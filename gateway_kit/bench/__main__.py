@@ -9,6 +9,7 @@ BENCHMARKS = {
     "proxy": "the proxy path: direct, a bare Starlette+httpx forwarder, gateway-kit",
     "layers": "what Auth + Limits add, on memory and on Redis storage",
     "storage": "storage operations per second per backend, round trips per admission",
+    "webhooks": "webhook deliveries per second and publish-to-arrival latency per backend",
 }
 
 
