@@ -11,6 +11,7 @@ The tree::
     ├── ProviderError          an upstream model provider failed
     │   ├── UpstreamUnavailableError   5xx, connection error or timeout before a response
     │   └── UpstreamStreamError        a stream that broke off after it had started
+    ├── SignatureError         a signed payload (a payment processor's event) failed to verify
     └── UnsafeURLError         a webhook URL the SSRF guard refuses (the message says why)
 
 Layers never raise these at clients: they answer with an OpenAI-shaped error body. The
@@ -26,6 +27,7 @@ __all__ = [
     "InvalidRequestError",
     "NotFoundError",
     "ProviderError",
+    "SignatureError",
     "StorageError",
     "UnsafeURLError",
     "UpstreamStreamError",
@@ -73,6 +75,10 @@ class UpstreamUnavailableError(ProviderError):
 
 class UpstreamStreamError(ProviderError):
     """A streamed response broke off before its end."""
+
+
+class SignatureError(GatewayError, ValueError):
+    """A signed payload failed to verify; the message says why, never the secret."""
 
 
 class UnsafeURLError(GatewayError, ValueError):
