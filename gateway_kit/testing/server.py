@@ -29,7 +29,10 @@ def run_server(
     class _Server(uvicorn.Server):
         # uvicorn leaves signal handling alone outside the main thread.
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
+            try:
+                await super().startup(sockets)
+            except SystemExit:  # uvicorn >= 0.54 exits when the app's startup fails
+                self.should_exit = True
             ready.set()
 
     options = {"log_level": "warning", "lifespan": "on", **options}
