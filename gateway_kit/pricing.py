@@ -106,15 +106,16 @@ class _Rates:
 
     @classmethod
     def of(cls, prices: _GenaiModelPrice) -> _Rates | None:
-        if prices.input_mtok is None:
+        price_in = _price_of(prices, "input_mtok")
+        if price_in is None:
             return None  # not priced by the token (images, audio seconds, ...)
         return cls(
-            prices.input_mtok,
-            prices.output_mtok,
-            prices.cache_read_mtok,
-            prices.cache_write_mtok,
-            prices.output_reasoning_mtok,
-            prices.requests_kcount,
+            price_in,
+            _price_of(prices, "output_mtok"),
+            _price_of(prices, "cache_read_mtok"),
+            _price_of(prices, "cache_write_mtok"),
+            _price_of(prices, "output_reasoning_mtok"),
+            _price_of(prices, "requests_kcount"),
         )
 
     def micro_usd(self, usage: Usage) -> Decimal:
@@ -144,6 +145,12 @@ class _Rates:
         write = None if self.cache_write is None else _base(self.cache_write)
         output = _ZERO if self.output is None else _base(self.output)
         return ModelPrice(_base(self.input), output, read, write)
+
+
+def _price_of(prices: _GenaiModelPrice, key: str) -> _Rate | None:
+    # getattr with a default: older genai-prices releases lack some keys altogether.
+    value = getattr(prices, key, None)
+    return value if isinstance(value, Decimal | TieredPrices) else None
 
 
 def _at(rate: _Rate, prompt_tokens: int) -> Decimal:
