@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
+import anyio
+
 from gateway_kit.events import Event, WebhookStaleData, format_timestamp
 from gateway_kit.storage import Storage
 from gateway_kit.webhooks.store import WebhookStore
@@ -79,8 +81,8 @@ class WebhookEmitter:
             return
         body = event.to_bytes().decode()
         now = await self._storage.now()
-        for hook in targets:
-            delivery = Delivery(
+        deliveries = [
+            Delivery(
                 event.workspace_id,
                 hook.id,
                 event.event_id,
@@ -88,9 +90,19 @@ class WebhookEmitter:
                 format_timestamp(event.timestamp),
                 body,
             )
-            await self._storage.enqueue(QUEUE, delivery.item_id, delivery.to_bytes(), due_at=now)
+            for hook in targets
+        ]
+        if len(deliveries) == 1:
+            await self._enqueue(deliveries[0], now)
+        else:  # concurrently: RedisStorage sends calls made together as one pipeline
+            async with anyio.create_task_group() as tasks:
+                for delivery in deliveries:
+                    tasks.start_soon(self._enqueue, delivery, now)
         if self._on_queued is not None:
             self._on_queued()
+
+    async def _enqueue(self, delivery: Delivery, now: float) -> None:
+        await self._storage.enqueue(QUEUE, delivery.item_id, delivery.to_bytes(), due_at=now)
 
 
 async def replay(

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import anyio
+
 from gateway_kit.events import format_timestamp
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
@@ -149,8 +151,18 @@ class WebhookStore:
         return None if raw is None else _load(raw)
 
     async def for_workspace(self, workspace_id: str) -> list[Webhook]:
-        ids = await self._storage.map_items(f"{workspace_id}:webhooks")
-        hooks = [await self.get(workspace_id, webhook_id) for webhook_id in sorted(ids)]
+        ids = sorted(await self._storage.map_items(f"{workspace_id}:webhooks"))
+        hooks: list[Webhook | None] = [None] * len(ids)
+
+        async def read(index: int) -> None:
+            hooks[index] = await self.get(workspace_id, ids[index])
+
+        if len(ids) == 1:
+            await read(0)
+        else:  # concurrently: RedisStorage sends calls made together as one pipeline
+            async with anyio.create_task_group() as tasks:
+                for index in range(len(ids)):
+                    tasks.start_soon(read, index)
         return sorted((h for h in hooks if h is not None), key=lambda h: h.created_at)
 
     async def update(

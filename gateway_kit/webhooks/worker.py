@@ -6,8 +6,11 @@ attempt; a worker that dies mid-attempt lets its lease lapse and the attempt is 
 (at-least-once delivery, the same ``event_id`` every time).
 
 For each delivery: a deleted webhook drops it; a stale or paused one holds it (dead-lettered
-and indexed for a replay); a webhook with ``per_webhook_concurrency`` attempts under way
-defers it briefly, so one slow endpoint cannot take every slot. Otherwise one attempt:
+and indexed for a replay); a webhook with ``per_webhook_concurrency`` attempts under way parks
+it in memory, still leased and taking no slot, until one of them ends (so one slow endpoint
+cannot take every slot, and a backlog for one endpoint drains at the speed of its slots, not
+of the poll interval); past ``4 x concurrency`` parked deliveries, or a lease too short to make
+the attempt under it, the delivery goes back to the queue. Otherwise one attempt:
 success acks; a retryable failure is queued again after the next backoff; the last failed
 attempt makes the webhook stale (exactly once: a compare-and-set) and publishes
 ``webhook.stale``; a rejection (4xx but 408/429) ends it. Every attempt updates
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -27,6 +30,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import httpx
+from anyio.abc import TaskGroup
 
 from gateway_kit.bus import EventBus
 from gateway_kit.config import WebhooksConfig
@@ -64,12 +68,16 @@ class DeliveryWorker:
         self._wake = anyio.Event()
         self._in_flight = 0
         self._per_webhook: Counter[str] = Counter()
+        self._parked: dict[str, deque[tuple[ClaimedItem, float]]] = {}
+        self._parked_count = 0
+        self._tasks: TaskGroup | None = None
 
     def wake(self) -> None:
         self._wake.set()
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
             task_status.started()
             while True:
                 room = self._config.concurrency - self._in_flight
@@ -85,7 +93,7 @@ class DeliveryWorker:
                     logger.error("webhook worker cannot claim deliveries: %s", exc)
                 for item in items:
                     self._in_flight += 1
-                    tasks.start_soon(self._handle, item)
+                    tasks.start_soon(self._handle, item, time.monotonic())
                 if len(items) < min(room, _CLAIM_BATCH):
                     await self._idle()
                 else:
@@ -96,9 +104,9 @@ class DeliveryWorker:
             await self._wake.wait()
         self._wake = anyio.Event()
 
-    async def _handle(self, item: ClaimedItem) -> None:
+    async def _handle(self, item: ClaimedItem, claimed_at: float) -> None:
         try:
-            await self._process(item)
+            await self._process(item, claimed_at)
         except StorageError as exc:
             # The lease lapses and the delivery comes back: nothing is lost.
             logger.error("webhook delivery %s: storage failed: %s", item.item_id, exc)
@@ -108,7 +116,7 @@ class DeliveryWorker:
             self._in_flight -= 1
             self.wake()
 
-    async def _process(self, item: ClaimedItem) -> None:
+    async def _process(self, item: ClaimedItem, claimed_at: float) -> None:
         try:
             job = Delivery.from_bytes(item.payload)
         except (ValueError, TypeError):
@@ -123,8 +131,18 @@ class DeliveryWorker:
             await self._hold(item, job, hook.status)
             return
         if self._per_webhook[hook.id] >= self._config.per_webhook_concurrency:
+            if self._parked_count < 4 * self._config.concurrency:
+                self._parked.setdefault(hook.id, deque()).append((item, claimed_at))
+                self._parked_count += 1
+                return
             due = await self._storage.now() + self._config.poll_interval_s
             await self._storage.retry(QUEUE, item.token, due_at=due)
+            return
+        # The whole attempt must fit in what is left of the lease, or another worker could
+        # claim the delivery while this one still makes it.
+        lease_left = self._config.lease_s - (time.monotonic() - claimed_at)
+        if lease_left <= self._config.timeout_s:
+            await self._storage.retry(QUEUE, item.token, due_at=await self._storage.now())
             return
         self._per_webhook[hook.id] += 1
         try:
@@ -143,6 +161,7 @@ class DeliveryWorker:
             self._per_webhook[hook.id] -= 1
             if not self._per_webhook[hook.id]:
                 del self._per_webhook[hook.id]
+            self._unpark(hook.id)
         await self._store.record_attempt(
             job.workspace_id,
             hook.id,
@@ -180,6 +199,18 @@ class DeliveryWorker:
                 await self._events.publish(Event.create(data, workspace_id=job.workspace_id))
         else:
             await self._hold(item, replace(job, attempts=number), "rejected")
+
+    def _unpark(self, webhook_id: str) -> None:
+        """A slot of ``webhook_id`` is free: start its next parked delivery."""
+        queue = self._parked.get(webhook_id)
+        if not queue or self._tasks is None:
+            return
+        item, claimed_at = queue.popleft()
+        if not queue:
+            del self._parked[webhook_id]
+        self._parked_count -= 1
+        self._in_flight += 1
+        self._tasks.start_soon(self._handle, item, claimed_at)
 
     async def _hold(self, item: ClaimedItem, job: Delivery, reason: str) -> None:
         """Dead-letter the delivery and index it for a replay (index first: see below)."""
