@@ -24,6 +24,7 @@ from gateway_kit.usage import Usage
 
 __all__ = ["Costs", "RequestCost", "usd_text"]
 
+
 @dataclass(frozen=True, slots=True)
 class RequestCost:
     """The cost of one request. ``estimated`` when the usage was estimated, not reported."""
@@ -119,4 +120,3 @@ class Costs:
         """Learn the model's output lengths from reported (not estimated) usage."""
         if not cost.estimated:
             self.outputs.observe(cost.model, cost.usage.output_tokens)
-

@@ -26,8 +26,11 @@ PRICED = {
                 "cache_read_usd_per_mtok": "0.5",
             },
         },
-        {"name": "gpt-flagship", "provider": "up", "price": {
-            "input_usd_per_mtok": "10", "output_usd_per_mtok": "40"}},
+        {
+            "name": "gpt-flagship",
+            "provider": "up",
+            "price": {"input_usd_per_mtok": "10", "output_usd_per_mtok": "40"},
+        },
     ],
     "cost": {"flagship_model": "gpt-flagship"},
 }

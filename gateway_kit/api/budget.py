@@ -32,7 +32,8 @@ async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     config = gateway.config.budget
     period = period_at(gateway.clock(), config.period)
     settings = await gateway.ledger.settings(workspace_id)
-    cap, source = settings.cap_micro_usd, "workspace"
+    cap = settings.cap_micro_usd
+    source: str | None = "workspace"
     if cap is None:
         workspace = await gateway.workspaces.get(workspace_id)
         plan = gateway.workspaces.plan(workspace) if workspace is not None else None
@@ -42,8 +43,10 @@ async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     policy = BudgetPolicy.from_config(config)
     verdict: Verdict = "ok"
     if cap is not None:
-        verdict = "block" if totals.committed >= policy.limit(cap) else policy.verdict(
-            totals.committed, cap
+        verdict = (
+            "block"
+            if totals.committed >= policy.limit(cap)
+            else policy.verdict(totals.committed, cap)
         )
     return {
         "object": "budget",

@@ -140,7 +140,7 @@ async def test_a_client_that_leaves_mid_stream_still_settles() -> None:
         usage = {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT}
         usage_event = b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
         parts = [chunk("a"), chunk("b"), chunk("c"), usage_event, DONE]
-        env.upstream.stream = ScriptedStream(parts, before_each=lambda _: anyio.sleep(0.01))
+        env.upstream.stream = ScriptedStream(parts, before_each=lambda _: anyio.sleep(0.1))
         response = await env.recorder.request(
             "POST",
             "/v1/chat/completions",
