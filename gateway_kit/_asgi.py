@@ -20,9 +20,12 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from gateway_kit.cost import RequestCost
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -60,8 +63,9 @@ class RequestContext:
     model: str | None = None
     #: Named durations in seconds for ``Server-Timing`` (``upstream`` is set by the endpoint).
     timings: dict[str, float] = field(default_factory=dict)
-    #: Token usage as reported upstream (OpenAI ``usage`` object), when known.
-    usage: dict[str, Any] | None = None
+    #: What the request cost (usage, micro-USD, flagship baseline), set by the endpoint once
+    #: upstream may bill: reported usage, or an estimate (flagged) when none arrived.
+    cost: RequestCost | None = None
     #: Free-form values layers hand to each other (documented by the layer that sets them).
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -13,6 +13,7 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -77,6 +78,17 @@ class ProviderConfig(_Config):
         return self
 
 
+class PriceConfig(_Config):
+    """A model's price in USD per million tokens, for models the price table does not know."""
+
+    input_usd_per_mtok: Decimal = Field(ge=0)
+    output_usd_per_mtok: Decimal = Field(ge=0)
+    #: Cached input tokens read; defaults to the input price.
+    cache_read_usd_per_mtok: Decimal | None = Field(default=None, ge=0)
+    #: Input tokens written to a provider's prompt cache; defaults to the input price.
+    cache_write_usd_per_mtok: Decimal | None = Field(default=None, ge=0)
+
+
 class ModelConfig(_Config):
     """A model name clients may ask for, and where it is served."""
 
@@ -86,6 +98,12 @@ class ModelConfig(_Config):
     upstream_model: str | None = None
     #: Shown in ``GET /v1/models`` as ``owned_by``; defaults to the provider's name.
     owned_by: str | None = None
+    #: Its price, when the price table does not know it (private and self-hosted models).
+    price: PriceConfig | None = None
+    #: Price it as this model of the price table instead (default: ``upstream_model``).
+    price_as: str | None = None
+    #: Budget Control's downgrade target: a cheaper model name of this configuration.
+    downgrade_to: str | None = None
 
 
 class StorageConfig(_Config):
@@ -106,6 +124,8 @@ class PlanConfig(_Config):
     burst_limit_rpm: int = Field(ge=1)
     #: ``block``: 402 once the included requests are used; ``allow``: serve them, marked.
     overage: Literal["block", "allow"] = "block"
+    #: The default spend cap per budget period, USD; a workspace may set its own. None: no cap.
+    budget_usd: Decimal | None = Field(default=None, ge=0)
 
 
 def _default_plans() -> dict[str, PlanConfig]:
@@ -174,14 +194,46 @@ class WebhooksConfig(_Config):
         return self
 
 
+class CostConfig(_Config):
+    """Cost accounting: the price table's baseline for savings."""
+
+    #: Savings are measured against this model: today's top-tier (flagship) model, priced
+    #: from the table (or ``models[].price`` when it is one of ours).
+    flagship_model: str = "gpt-5.1"
+
+
+class BudgetConfig(_Config):
+    """Budget Control: spend caps per period with warn, downgrade and block verdicts."""
+
+    mode: Literal["enforce", "monitor", "off"] = "enforce"
+    period: PeriodUnit = "month"
+    #: Fractions of the cap at which the verdict becomes warn, downgrade and block.
+    warn_at: float = Field(default=0.8, gt=0, le=1)
+    downgrade_at: float = Field(default=0.9, gt=0, le=1)
+    block_at: float = Field(default=1.0, gt=0, le=1)
+    #: When storage fails: ``closed`` answers 503 (money is at stake), ``open`` serves uncounted.
+    on_error: Literal["open", "closed"] = "closed"
+    #: Output tokens assumed for a model before any of its responses has been seen.
+    default_output_tokens: int = Field(default=512, ge=1)
+
+    @model_validator(mode="after")
+    def _check_order(self) -> BudgetConfig:
+        if not self.warn_at <= self.downgrade_at <= self.block_at:
+            raise ValueError("thresholds must satisfy warn_at <= downgrade_at <= block_at")
+        return self
+
+
 def _default_providers() -> tuple[ProviderConfig, ...]:
     return (ProviderConfig(name="mock", type="mock"),)
 
 
 def _default_models() -> tuple[ModelConfig, ...]:
     return (
-        ModelConfig(name="mock-large", provider="mock"),
-        ModelConfig(name="mock-mini", provider="mock"),
+        # Priced like today's flagship and its small sibling, so the demo shows real figures.
+        ModelConfig(
+            name="mock-large", provider="mock", price_as="gpt-5.1", downgrade_to="mock-mini"
+        ),
+        ModelConfig(name="mock-mini", provider="mock", price_as="gpt-5-mini"),
     )
 
 
@@ -198,6 +250,8 @@ class GatewayConfig(_Config):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    cost: CostConfig = Field(default_factory=CostConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> GatewayConfig:
@@ -214,6 +268,16 @@ class GatewayConfig(_Config):
                 raise ValueError(
                     f"models[{index}].provider: no provider named {model.provider!r} "
                     f"(known: {', '.join(provider_names) or 'none'})"
+                )
+        model_names = {m.name for m in self.models}
+        for index, model in enumerate(self.models):
+            if model.downgrade_to is not None and model.downgrade_to not in model_names:
+                raise ValueError(
+                    f"models[{index}].downgrade_to: no model named {model.downgrade_to!r}"
+                )
+            if model.downgrade_to == model.name:
+                raise ValueError(
+                    f"models[{index}].downgrade_to: a model cannot downgrade to itself"
                 )
         return self
 

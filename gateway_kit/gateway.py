@@ -18,11 +18,13 @@ import httpx
 
 from gateway_kit.bus import EventBus
 from gateway_kit.config import GatewayConfig, ProviderConfig
+from gateway_kit.cost import Costs
 from gateway_kit.exceptions import ConfigError, GatewayError
 from gateway_kit.keys import Keys
 from gateway_kit.providers.base import Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
+from gateway_kit.spend import Ledger
 from gateway_kit.storage import Storage, storage_from_url
 from gateway_kit.webhooks.emitter import WebhookEmitter
 from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
@@ -91,6 +93,7 @@ class Gateway:
         self.clock = clock
         self._run_worker = self.config.webhooks.worker if run_worker is None else run_worker
         hooks = self.config.webhooks
+        self.costs = Costs(self.config)
         self.ssrf_guard = ssrf_guard or SSRFGuard(allow_http=hooks.allow_http, allow=hooks.allow)
         self._injected_storage = storage
         self._storage: Storage | None = None
@@ -99,6 +102,7 @@ class Gateway:
         self._routes: dict[str, ModelRoute] = {}
         self._workspaces: Workspaces | None = None
         self._keys: Keys | None = None
+        self._ledger: Ledger | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._stack: AsyncExitStack | None = None
@@ -122,6 +126,7 @@ class Gateway:
             cache_ttl = self.config.auth.cache_ttl_s
             self._workspaces = Workspaces(storage, self.config, cache_ttl=cache_ttl)
             self._keys = Keys(storage, self.events, cache_ttl=cache_ttl)
+            self._ledger = Ledger(storage, cache_ttl=cache_ttl)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
@@ -151,6 +156,7 @@ class Gateway:
         stack, self._stack = self._stack, None
         self._routes = {}
         self._storage = self._workspaces = self._keys = self._webhooks = None
+        self._ledger = None
         self._webhook_client = None
         if stack is not None:
             await stack.aclose()
@@ -216,6 +222,13 @@ class Gateway:
         if self._workspaces is None:
             raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
         return self._workspaces
+
+    @property
+    def ledger(self) -> Ledger:
+        """The spend ledger: budget reservations, settlements, savings."""
+        if self._ledger is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._ledger
 
     @property
     def webhooks(self) -> WebhookStore:

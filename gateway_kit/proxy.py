@@ -14,6 +14,7 @@ import anyio
 from gateway_kit._asgi import (
     CancelOnDisconnect,
     Receive,
+    RequestContext,
     Scope,
     Send,
     get_context,
@@ -23,6 +24,7 @@ from gateway_kit._asgi import (
 from gateway_kit.chat import RequestError, load_chat_request
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.gateway import Gateway, ModelRoute
+from gateway_kit.metering import StreamMeter, ask_for_usage, usage_of_body
 from gateway_kit.providers.base import ChatCall, ChatResponse
 
 _STREAM_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -70,66 +72,133 @@ class ChatCompletionsEndpoint:
         if payload["model"] != route.upstream_model:
             payload = {**payload, "model": route.upstream_model}
             body = None
-        call = ChatCall(
-            payload, body, stream=payload.get("stream") is True, request_id=ctx.request_id
-        )
+        meter = None
+        if payload.get("stream") is True:
+            payload, strip = ask_for_usage(payload)
+            body = None if strip else body
+            meter = StreamMeter(strip_usage=strip)
+        call = ChatCall(payload, body, stream=meter is not None, request_id=ctx.request_id)
         try:
             async with CancelOnDisconnect(receive, send) as guard:
-                await self._relay(route, call, scope, guard.send)
+                await self._relay(route, call, scope, guard.send, meter)
         except OSError:
             # ASGI 2.4 servers raise from `send` once the client is gone: nothing to answer.
             return
 
-    async def _relay(self, route: ModelRoute, call: ChatCall, scope: Scope, send: Send) -> None:
+    async def _relay(
+        self,
+        route: ModelRoute,
+        call: ChatCall,
+        scope: Scope,
+        send: Send,
+        meter: StreamMeter | None,
+    ) -> None:
         ctx = get_context(scope)
+        costs = self._gateway.costs
+        # From the call on, upstream may bill: whatever happens, the request gets a cost
+        # (reported, or estimated when the usage never arrived).
+        billable = True
         started = time.perf_counter()
         try:
-            response = await route.provider.chat(call)
-        except UpstreamUnavailableError as exc:
+            try:
+                response = await route.provider.chat(call)
+            except UpstreamUnavailableError as exc:
+                billable = False
+                ctx.timings["upstream"] = time.perf_counter() - started
+                await send_error(send, 502, str(exc), type="api_error", code="upstream_unavailable")
+                return
             ctx.timings["upstream"] = time.perf_counter() - started
-            await send_error(send, 502, str(exc), type="api_error", code="upstream_unavailable")
-            return
-        ctx.timings["upstream"] = time.perf_counter() - started
-        headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
-        if response.events is None:
-            headers.append((b"content-length", str(len(response.body)).encode()))
-            await send(
-                {"type": "http.response.start", "status": response.status, "headers": headers}
-            )
-            await send({"type": "http.response.body", "body": response.body, "more_body": False})
-            return
-        try:
-            await _relay_stream(response, headers, send)
+            billable = 200 <= response.status < 300
+            headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
+            if response.events is None or meter is None:
+                if billable:
+                    usage = usage_of_body(response.body)
+                    ctx.cost = costs.of(
+                        route.name, usage or costs.estimate_usage(route.name, call.payload)
+                    )
+                    costs.observe(ctx.cost)
+                    headers.extend(ctx.cost.headers())
+                headers.append((b"content-length", str(len(response.body)).encode()))
+                await send(
+                    {"type": "http.response.start", "status": response.status, "headers": headers}
+                )
+                await send(
+                    {"type": "http.response.body", "body": response.body, "more_body": False}
+                )
+                return
+            try:
+                await self._relay_stream(ctx, route, call, response, headers, send, meter)
+            finally:
+                if response.close is not None:
+                    with anyio.CancelScope(shield=True):
+                        await response.close()
         finally:
-            if response.close is not None:
-                with anyio.CancelScope(shield=True):
-                    await response.close()
+            if billable and ctx.cost is None:
+                output = meter.chunks if meter is not None else None
+                usage = costs.estimate_usage(route.name, call.payload, output_tokens=output)
+                ctx.cost = costs.of(route.name, usage)
 
-
-async def _relay_stream(
-    response: ChatResponse, headers: list[tuple[bytes, bytes]], send: Send
-) -> None:
-    assert response.events is not None
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": headers + _STREAM_HEADERS,
-        }
-    )
-    try:
-        async for event in response.events:
-            await send({"type": "http.response.body", "body": event, "more_body": True})
-    except UpstreamStreamError as exc:
-        # The status is already sent: the client learns of the break in-band, and never
-        # gets a `[DONE]` that would make a truncated answer look complete.
-        error = {
-            "message": str(exc),
-            "type": "api_error",
-            "code": "upstream_stream_error",
-            "param": None,
-        }
+    async def _relay_stream(
+        self,
+        ctx: RequestContext,
+        route: ModelRoute,
+        call: ChatCall,
+        response: ChatResponse,
+        headers: list[tuple[bytes, bytes]],
+        send: Send,
+        meter: StreamMeter,
+    ) -> None:
+        assert response.events is not None
+        billable = 200 <= response.status < 300
         await send(
-            {"type": "http.response.body", "body": sse_event({"error": error}), "more_body": True}
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": headers + _STREAM_HEADERS,
+            }
         )
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        try:
+            async for event in response.events:
+                forward = meter.process(event)
+                if forward is None:
+                    continue
+                if meter.done and billable:
+                    # The cost is known only now: an SSE comment just before `[DONE]`.
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": self._stream_cost(ctx, route, call, meter),
+                            "more_body": True,
+                        }
+                    )
+                await send({"type": "http.response.body", "body": forward, "more_body": True})
+        except UpstreamStreamError as exc:
+            # The status is already sent: the client learns of the break in-band, and never
+            # gets a `[DONE]` that would make a truncated answer look complete.
+            error = {
+                "message": str(exc),
+                "type": "api_error",
+                "code": "upstream_stream_error",
+                "param": None,
+            }
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": sse_event({"error": error}),
+                    "more_body": True,
+                }
+            )
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _stream_cost(
+        self, ctx: RequestContext, route: ModelRoute, call: ChatCall, meter: StreamMeter
+    ) -> bytes:
+        """Price the finished stream; the SSE comment that tells the client."""
+        costs = self._gateway.costs
+        usage = meter.usage or costs.estimate_usage(
+            route.name, call.payload, output_tokens=meter.chunks
+        )
+        ctx.cost = costs.of(route.name, usage)
+        costs.observe(ctx.cost)
+        fields = b" ".join(name + b"=" + value for name, value in ctx.cost.headers())
+        return b": " + fields + b"\n\n"

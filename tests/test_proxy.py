@@ -347,7 +347,9 @@ async def test_fifty_upstream_events_reach_the_client_one_by_one_before_the_upst
     upstream.stream = stream
 
     def on_send(message: Message) -> None:
-        if message["type"] == "http.response.body" and message.get("body"):
+        body = message.get("body", b"")
+        # Upstream events only: the gateway's own cost comment comes just before `[DONE]`.
+        if message["type"] == "http.response.body" and body and not body.startswith(b":"):
             seen[sum(1 for e in seen if e.is_set())].set()
         if stream.finished and not upstream_finished_at:
             upstream_finished_at.append(time.perf_counter())
@@ -380,6 +382,7 @@ async def test_events_split_across_network_chunks_are_reassembled(upstream: Fake
     assert [m.message["body"] for m in response.body_messages] == [
         chunk("héllo 🚀"),
         chunk(" wörld"),
+        b": x-gateway-cost-usd=unknown\n\n",  # gpt-fake has no price here
         DONE,
     ]
 
@@ -398,7 +401,7 @@ async def test_tool_call_deltas_arrive_intact(upstream: FakeUpstream) -> None:
         response = await ASGIRecorder(create_app(gateway=gateway)).request(
             "POST", URL, json={**HELLO, "stream": True}
         )
-    assert response.body == b"".join(events)
+    assert response.body == b"".join(events[:-1]) + b": x-gateway-cost-usd=unknown\n\n" + DONE
     arguments = "".join(
         json.loads(e)["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
         for e in response.events()[:3]
@@ -480,7 +483,12 @@ async def test_mock_provider_streams_through_the_gateway_offline() -> None:
         response = await recorder.request(
             "POST",
             URL,
-            json={"model": "mock-large", "stream": True, "messages": HELLO["messages"]},
+            json={
+                "model": "mock-large",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": HELLO["messages"],
+            },
         )
         models = await recorder.request("GET", "/v1/models")
         health = await recorder.request("GET", "/healthz")

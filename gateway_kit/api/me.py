@@ -14,11 +14,7 @@ from gateway_kit.api._common import ApiError, principal_of
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.limits import quota_key
 from gateway_kit.periods import period_at
-
-
-def savings_key(workspace_id: str) -> str:
-    """The workspace's cumulative savings counter, integer micro-USD."""
-    return f"{workspace_id}:savings"
+from gateway_kit.spend import savings_key
 
 
 @dataclass(frozen=True, slots=True)

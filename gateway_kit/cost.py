@@ -1,0 +1,122 @@
+"""What a request costs, what it would have cost on the flagship model, and estimates before it.
+
+    costs = Costs(config, prices)
+    costs.reservation("gpt-4o-mini", request)    # micro-USD to reserve before the call
+    cost = costs.of("gpt-4o-mini", usage)        # after: RequestCost (exact or estimated)
+    cost.savings_micro_usd                       # flagship price of the same usage, minus cost
+
+Models are priced by the name the price table knows them by: a configured ``price`` first (for
+private and self-hosted models), then ``price_as``, the upstream name, or the public name. Money
+is integer micro-USD throughout; a model nobody can price costs ``None`` (shown as unknown,
+never as free) and saves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_kit.config import GatewayConfig
+from gateway_kit.pricing import ModelPrice, PriceTable
+from gateway_kit.tokens import OutputEstimator, estimate_prompt_tokens
+from gateway_kit.usage import Usage
+
+__all__ = ["Costs", "RequestCost", "usd_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """The cost of one request. ``estimated`` when the usage was estimated, not reported."""
+
+    model: str
+    usage: Usage
+    #: Integer micro-USD; ``None`` when the model has no price.
+    cost_micro_usd: int | None
+    #: The same usage at the flagship model's price; ``None`` when either has no price.
+    baseline_micro_usd: int | None
+
+    @property
+    def estimated(self) -> bool:
+        return self.usage.estimated
+
+    @property
+    def savings_micro_usd(self) -> int:
+        """Baseline minus cost; negative when the request used a model pricier than the flagship."""
+        if self.cost_micro_usd is None or self.baseline_micro_usd is None:
+            return 0
+        return self.baseline_micro_usd - self.cost_micro_usd
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """``x-gateway-cost-usd`` (and ``-estimated``), ``x-gateway-savings-usd``."""
+        if self.cost_micro_usd is None:
+            return [(b"x-gateway-cost-usd", b"unknown")]
+        headers = [
+            (b"x-gateway-cost-usd", usd_text(self.cost_micro_usd).encode()),
+            (b"x-gateway-savings-usd", usd_text(self.savings_micro_usd).encode()),
+        ]
+        if self.estimated:
+            headers.append((b"x-gateway-cost-estimated", b"true"))
+        return headers
+
+
+def usd_text(micro_usd: int) -> str:
+    """Exact decimal USD with six places: ``1234`` micro-USD is ``"0.001234"``."""
+    sign = "-" if micro_usd < 0 else ""
+    whole, part = divmod(abs(micro_usd), 1_000_000)
+    return f"{sign}{whole}.{part:06d}"
+
+
+class Costs:
+    """Prices requests for the ``Gateway``: costs, savings and pre-call reservations."""
+
+    def __init__(self, config: GatewayConfig, prices: PriceTable | None = None) -> None:
+        overrides: dict[str, ModelPrice] = {}
+        self._refs: dict[str, str] = {}
+        for model in config.models:
+            if model.price is not None:
+                price = model.price
+                overrides[model.name] = ModelPrice(
+                    price.input_usd_per_mtok,
+                    price.output_usd_per_mtok,
+                    price.cache_read_usd_per_mtok,
+                    price.cache_write_usd_per_mtok,
+                )
+                self._refs[model.name] = model.name
+            else:
+                self._refs[model.name] = model.price_as or model.upstream_model or model.name
+        self.prices = prices if prices is not None else PriceTable(overrides)
+        self.flagship = config.cost.flagship_model
+        self._flagship_ref = self._refs.get(self.flagship, self.flagship)
+        self.outputs = OutputEstimator(prior=config.budget.default_output_tokens)
+
+    def ref(self, model: str) -> str:
+        """The name ``model`` is priced by."""
+        return self._refs.get(model, model)
+
+    def of(self, model: str, usage: Usage) -> RequestCost:
+        """The cost of ``usage`` on ``model`` and its flagship baseline."""
+        return RequestCost(
+            model,
+            usage,
+            self.prices.cost_micro_usd(self.ref(model), usage),
+            self.prices.cost_micro_usd(self._flagship_ref, usage),
+        )
+
+    def estimate_usage(
+        self, model: str, request: Mapping[str, Any], *, output_tokens: int | None = None
+    ) -> Usage:
+        """A local estimate: the prompt counted here, the output as seen or as usually seen."""
+        prompt = estimate_prompt_tokens(request)
+        if output_tokens is None:
+            output_tokens = self.outputs.estimate(model, request)
+        return Usage(input_tokens=prompt, output_tokens=output_tokens, estimated=True)
+
+    def reservation(self, model: str, request: Mapping[str, Any]) -> int | None:
+        """Micro-USD to reserve before calling ``model``; ``None`` when it has no price."""
+        return self.prices.cost_micro_usd(self.ref(model), self.estimate_usage(model, request))
+
+    def observe(self, cost: RequestCost) -> None:
+        """Learn the model's output lengths from reported (not estimated) usage."""
+        if not cost.estimated:
+            self.outputs.observe(cost.model, cost.usage.output_tokens)

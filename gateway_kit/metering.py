@@ -1,0 +1,80 @@
+"""Reading token usage off responses: whole JSON bodies, and SSE streams event by event.
+
+A stream reports usage only when the request asks for it (``stream_options.include_usage``), in
+one last chunk with empty ``choices``. ``ask_for_usage`` asks upstream when the client did not,
+and the ``StreamMeter`` then strips that chunk (and any ``usage`` field) before forwarding, so
+the client gets exactly the stream it asked for. Events without ``"usage"`` in them are passed
+on untouched, without being parsed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway_kit.usage import Usage
+
+__all__ = ["DONE", "StreamMeter", "ask_for_usage", "usage_of_body"]
+
+DONE = b"data: [DONE]"
+
+
+def ask_for_usage(payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``payload`` asking for streamed usage, and whether the client did not (strip it then)."""
+    options = payload.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return payload, False
+    merged = {**options, "include_usage": True} if isinstance(options, dict) else None
+    return {**payload, "stream_options": merged or {"include_usage": True}}, True
+
+
+def usage_of_body(body: bytes) -> Usage | None:
+    """The usage of a whole chat-completion body, ``None`` when it has none."""
+    if b'"usage"' not in body:
+        return None
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return Usage.from_openai(document.get("usage")) if isinstance(document, dict) else None
+
+
+class StreamMeter:
+    """Follows a stream's events: the reported usage, and how many chunks carried output."""
+
+    def __init__(self, *, strip_usage: bool) -> None:
+        self.strip_usage = strip_usage
+        self.usage: Usage | None = None
+        #: Data events seen before the end: about one output token each, for estimates.
+        self.chunks = 0
+        self.done = False
+
+    def process(self, event: bytes) -> bytes | None:
+        """The event to forward (possibly rewritten), or ``None`` to drop it."""
+        if event.startswith(DONE):
+            self.done = True
+            return event
+        if b'"usage"' not in event:
+            self.chunks += 1
+            return event
+        data = _data_of(event)
+        try:
+            chunk = json.loads(data) if data is not None else None
+        except (ValueError, UnicodeDecodeError):
+            chunk = None
+        if not isinstance(chunk, dict) or chunk.get("usage") is None:
+            self.chunks += 1
+            return event
+        self.usage = Usage.from_openai(chunk["usage"]) or self.usage
+        if not self.strip_usage:
+            return event
+        if not chunk.get("choices"):
+            return None  # the usage-only chunk the client did not ask for
+        self.chunks += 1
+        del chunk["usage"]
+        return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _data_of(event: bytes) -> bytes | None:
+    lines = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
+    return b"\n".join(lines) if lines else None

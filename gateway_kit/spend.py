@@ -1,0 +1,198 @@
+"""The spend ledger: a workspace's money counters per budget period, reserved and settled.
+
+Layout (``<ws>`` a workspace id, ``<p>`` a period id such as ``2026-11``; integer micro-USD)::
+
+    <ws>:spend:<p>:committed        settled + reserved: what the cap is checked against
+    <ws>:spend:<p>:reserved         reservations of requests in flight
+    <ws>:spend:<p>:settled          the real cost of finished requests
+    <ws>:spend:<p>:key:<kid>        committed, per API key (for per-key caps)
+    <ws>:savings                    cumulative savings against the flagship model
+    <ws>:budget:settings            the workspace's cap and per-key caps (JSON)
+
+A reservation is one ``incr_many``: committed and reserved up by the estimate, refused as a
+whole when committed would pass the cap (or a key's cap). Settling is one ``incr_many`` that
+swaps the estimate for the real cost. So many gateway processes on one Redis never commit more
+than the cap, and the only overspend is the difference between a request's estimate and its
+real cost. Every counter of a period expires a day after the period ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from gateway_kit._ttl import TTLMap
+from gateway_kit.periods import Period
+from gateway_kit.storage import Increment, Storage
+
+__all__ = ["BudgetSettings", "Ledger", "Reservation", "SpendTotals", "savings_key"]
+
+_SLACK_S = 86_400
+
+
+def savings_key(workspace_id: str) -> str:
+    """The workspace's cumulative savings counter, integer micro-USD."""
+    return f"{workspace_id}:savings"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSettings:
+    """What a workspace set for itself; ``cap_micro_usd`` ``None`` means the plan's default."""
+
+    cap_micro_usd: int | None = None
+    key_caps: dict[str, int] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {"cap_micro_usd": self.cap_micro_usd, "key_caps": self.key_caps}, sort_keys=True
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> BudgetSettings:
+        data = json.loads(raw)
+        return cls(data.get("cap_micro_usd"), dict(data.get("key_caps") or {}))
+
+
+@dataclass(slots=True)
+class Reservation:
+    """Money held for one request in flight; settled exactly once."""
+
+    workspace_id: str
+    key_id: str | None
+    period: Period
+    amount: int
+    #: Extra increments settled with it (a wallet's), by key: the reserved amount.
+    holds: dict[str, int] = field(default_factory=dict)
+    settled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpendTotals:
+    committed: int
+    reserved: int
+    settled: int
+
+
+def micro_from_usd(usd: Decimal) -> int:
+    return int(usd * 1_000_000)
+
+
+class Ledger:
+    """Reservations, settlements, totals and settings; ``settings`` is cached per process."""
+
+    def __init__(self, storage: Storage, *, cache_ttl: float = 5.0) -> None:
+        self._storage = storage
+        self._settings: TTLMap[str, BudgetSettings] | None = (
+            TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
+        )
+
+    # -- settings -----------------------------------------------------------------------------
+
+    async def settings(self, workspace_id: str) -> BudgetSettings:
+        if self._settings is not None and (hit := self._settings.get(workspace_id)) is not None:
+            return hit
+        raw = await self._storage.get(f"{workspace_id}:budget:settings")
+        settings = BudgetSettings.from_bytes(raw) if raw else BudgetSettings()
+        if self._settings is not None:
+            self._settings.set(workspace_id, settings)
+        return settings
+
+    async def save_settings(self, workspace_id: str, settings: BudgetSettings) -> None:
+        await self._storage.set(f"{workspace_id}:budget:settings", settings.to_bytes())
+        if self._settings is not None:
+            self._settings.set(workspace_id, settings)
+
+    # -- counters -----------------------------------------------------------------------------
+
+    @staticmethod
+    def key(workspace_id: str, period: Period, name: str) -> str:
+        return f"{workspace_id}:spend:{period.id}:{name}"
+
+    async def reserve(
+        self,
+        workspace_id: str,
+        key_id: str | None,
+        period: Period,
+        amount: int,
+        *,
+        cap: int | None,
+        key_cap: int | None = None,
+        extra: Sequence[Increment] = (),
+    ) -> tuple[Reservation | None, str | None, int]:
+        """Hold ``amount``: (the reservation, ``None``, committed after) when it fits; else
+        (``None``, the refused key, committed as it is). ``extra`` increments (a wallet's) are
+        applied with it, all or nothing, and settled with it."""
+        ttl = period.seconds + _SLACK_S
+        committed = self.key(workspace_id, period, "committed")
+        increments = [
+            Increment(committed, amount, ttl=ttl, limit=cap),
+            Increment(self.key(workspace_id, period, "reserved"), amount, ttl=ttl),
+        ]
+        if key_id is not None:
+            increments.append(
+                Increment(self.key(workspace_id, period, f"key:{key_id}"), amount, ttl, key_cap)
+            )
+        increments.extend(extra)
+        result = await self._storage.incr_many(increments)
+        if not result.allowed:
+            return None, result.refused, result.values[committed]
+        reservation = Reservation(
+            workspace_id,
+            key_id,
+            period,
+            amount,
+            holds={inc.key: inc.amount for inc in extra},
+        )
+        return reservation, None, result.values[committed]
+
+    async def settle(
+        self,
+        workspace_id: str,
+        key_id: str | None,
+        period: Period,
+        reservation: Reservation | None,
+        cost: int,
+        savings: int,
+        *,
+        extra: Sequence[tuple[str, int]] = (),
+    ) -> dict[str, int]:
+        """Swap the reservation (if any) for the real ``cost``; add ``savings``. One round trip.
+
+        ``extra`` are (key, real amount) pairs for the reservation's holds. Returns the values
+        after (committed, settled, the holds').
+        """
+        ttl = period.seconds + _SLACK_S
+        held = reservation.amount if reservation is not None else 0
+        committed = self.key(workspace_id, period, "committed")
+        increments = [
+            Increment(committed, cost - held, ttl=ttl),
+            Increment(self.key(workspace_id, period, "settled"), cost, ttl=ttl),
+        ]
+        if held:
+            increments.append(Increment(self.key(workspace_id, period, "reserved"), -held, ttl))
+        if key_id is not None:
+            increments.append(
+                Increment(self.key(workspace_id, period, f"key:{key_id}"), cost - held, ttl)
+            )
+        holds = reservation.holds if reservation is not None else {}
+        for key, amount in extra:
+            increments.append(Increment(key, amount - holds.get(key, 0)))
+        if savings:
+            increments.append(Increment(savings_key(workspace_id), savings))
+        if reservation is not None:
+            reservation.settled = True
+        result = await self._storage.incr_many(increments)
+        return dict(result.values)
+
+    async def totals(self, workspace_id: str, period: Period) -> SpendTotals:
+        values = []
+        for name in ("committed", "reserved", "settled"):
+            raw = await self._storage.get(self.key(workspace_id, period, name))
+            values.append(int(raw) if raw else 0)
+        return SpendTotals(*values)
+
+    async def savings(self, workspace_id: str) -> int:
+        raw = await self._storage.get(savings_key(workspace_id))
+        return int(raw) if raw else 0

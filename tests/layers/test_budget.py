@@ -1,0 +1,188 @@
+"""Budget Control: verdicts at the exact thresholds, downgrades, 402, alerts once, reservations
+that always settle (client disconnects included), no overspend under concurrency."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from gateway_kit.bus import EventRecorder
+from gateway_kit.periods import period_at
+from gateway_kit.tokens import estimate_prompt_tokens
+from tests.fakes import COMPLETION, DONE, Env, ScriptedStream, chunk, provisioned
+
+pytestmark = pytest.mark.anyio
+
+HELLO = [{"role": "user", "content": "hi"}]
+PROMPT = estimate_prompt_tokens({"model": "gpt-fake", "messages": HELLO})
+OUTPUT = 1000 - PROMPT
+COST = 1000  # micro-USD: 1 per token, the estimate exactly what upstream reports
+CAP = 10 * COST
+
+
+def config(*, cap: int = CAP, downgrade: bool = False, **budget: Any) -> dict[str, Any]:
+    cheap = {"input_usd_per_mtok": "0.5", "output_usd_per_mtok": "0.5"}
+    one = {"input_usd_per_mtok": "1", "output_usd_per_mtok": "1"}
+    return {
+        "models": [
+            {
+                "name": "gpt-fake",
+                "provider": "up",
+                "price": one,
+                **({"downgrade_to": "gpt-cheap"} if downgrade else {}),
+            },
+            {"name": "gpt-cheap", "provider": "up", "price": cheap},
+        ],
+        "plans": {
+            "capped": {
+                "included_requests": 100_000,
+                "burst_limit_rpm": 100_000,
+                "budget_usd": str(cap / 1_000_000),
+            }
+        },
+        "default_plan": "capped",
+        "budget": {"default_output_tokens": OUTPUT, **budget},
+    }
+
+
+@asynccontextmanager
+async def budgeted(**options: Any) -> Any:
+    async with provisioned("capped", **config(**options)) as env:
+        usage = {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT}
+        env.upstream.json_body = {**COMPLETION, "usage": usage}
+        recorder = EventRecorder()
+        env.gateway.events.subscribe(recorder)
+        yield env, recorder
+
+
+async def totals(env: Env) -> Any:
+    period = period_at(env.clock(), "month")
+    return await env.gateway.ledger.totals(env.workspace_id, period)
+
+
+def alerts(recorder: EventRecorder) -> list[str]:
+    return [e.data.verdict for e in recorder.events if e.event == "budget.alert"]
+
+
+async def test_verdicts_change_at_the_exact_thresholds_and_alert_once() -> None:
+    async with budgeted() as (env, recorder):
+        verdicts = []
+        for _ in range(12):
+            response = await env.chat(messages=HELLO)
+            verdicts.append((response.status, response.headers.get("x-gateway-budget")))
+        # Committed after each: 1000, 2000, ... the 8th reaches 80 %, the 9th 90 % (no
+        # downgrade target: warn), the 10th 100 % (allowed: block is *past* the cap).
+        assert verdicts[:7] == [(200, None)] * 7
+        assert verdicts[7:10] == [(200, "warn")] * 3
+        assert verdicts[10:] == [(402, "block")] * 2
+        assert alerts(recorder) == ["warn", "downgrade", "block"]
+        spent = await totals(env)
+        assert (spent.committed, spent.reserved, spent.settled) == (CAP, 0, CAP)
+        refused = await env.chat(messages=HELLO)
+        error = refused.json()["error"]
+        assert (error["type"], error["code"]) == ("insufficient_quota", "budget_exceeded")
+        assert env.upstream.calls == 10
+
+
+async def test_downgrade_sends_the_request_to_the_cheaper_model() -> None:
+    async with budgeted(downgrade=True) as (env, _):
+        for _ in range(8):
+            assert (await env.chat(messages=HELLO)).status == 200
+        response = await env.chat(messages=HELLO)  # committed reaches 9000: 90 %
+        assert response.status == 200
+        assert response.headers.get("x-gateway-budget") == "downgrade"
+        assert response.headers.get("x-gateway-downgraded-from") == "gpt-fake"
+        assert response.headers.get("x-gateway-model") == "gpt-cheap"
+        assert env.upstream.sent_json()["model"] == "gpt-cheap"
+        assert (await totals(env)).settled == 8 * COST + COST // 2
+
+
+async def test_past_the_cap_the_downgrade_target_is_tried_before_blocking() -> None:
+    async with budgeted(downgrade=True, warn_at=1.0, downgrade_at=1.0) as (env, _):
+        served: Counter[tuple[int, str | None]] = Counter()
+        for _ in range(14):
+            response = await env.chat(messages=HELLO)
+            served[(response.status, response.headers.get("x-gateway-model"))] += 1
+        # Nine at full price; the tenth reaches 100 % and is downgraded (costs 500); the
+        # eleventh no longer fits at full price but does on the cheaper model; then nothing.
+        assert served == {(200, "gpt-fake"): 9, (200, "gpt-cheap"): 2, (402, None): 3}
+        assert (await totals(env)).settled == CAP
+
+
+async def test_monitor_never_blocks_and_says_what_it_would_do() -> None:
+    async with budgeted(mode="monitor") as (env, _):
+        statuses = [await env.chat(messages=HELLO) for _ in range(12)]
+        assert [r.status for r in statuses] == [200] * 12
+        assert statuses[-1].headers.get("x-gateway-budget") == "would-block"
+        assert (await totals(env)).settled == 12 * COST
+
+
+async def test_a_key_cap_applies_to_that_key_only() -> None:
+    from gateway_kit.spend import BudgetSettings
+
+    async with budgeted(cap=100 * COST) as (env, _):
+        other = (await env.gateway.keys.create(env.workspace_id)).secret
+        key_id = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        await env.gateway.ledger.save_settings(
+            env.workspace_id, BudgetSettings(key_caps={key_id: 2 * COST})
+        )
+        assert [(await env.chat(messages=HELLO)).status for _ in range(3)] == [200, 200, 402]
+        assert (await env.chat(other, messages=HELLO)).status == 200
+
+
+async def test_a_client_that_leaves_mid_stream_still_settles() -> None:
+    async with budgeted() as (env, _):
+        usage = {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT}
+        usage_event = b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+        parts = [chunk("a"), chunk("b"), chunk("c"), usage_event, DONE]
+        env.upstream.stream = ScriptedStream(parts, before_each=lambda _: anyio.sleep(0.1))
+        response = await env.recorder.request(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "gpt-fake", "messages": HELLO, "stream": True},
+            headers=env.auth(),
+            disconnect_after=1,
+        )
+        assert response.disconnected_at is not None
+        spent = await totals(env)
+        assert spent.reserved == 0
+        # The usage never arrived: an estimate (prompt + the chunks seen) was settled.
+        assert 0 < spent.settled < COST
+
+
+async def test_no_overspend_and_no_leak_under_concurrency() -> None:
+    async with budgeted() as (env, _):
+        env.upstream.delay = 0.05  # all in flight together
+        statuses: Counter[int] = Counter()
+
+        async def one(index: int) -> None:
+            gone = anyio.Event()
+            if index % 7 == 0:  # this client leaves while upstream is still answering
+
+                async def leave() -> None:
+                    await anyio.sleep(0.02)
+                    gone.set()
+
+                tasks.start_soon(leave)
+            response = await env.recorder.request(
+                "POST",
+                "/v1/chat/completions",
+                json={"model": "gpt-fake", "messages": HELLO},
+                headers=env.auth(),
+                disconnect=gone,
+            )
+            statuses[response.status] += 1
+
+        async with anyio.create_task_group() as tasks:
+            for index in range(100):
+                tasks.start_soon(one, index)
+        spent = await totals(env)
+        assert spent.reserved == 0
+        assert spent.committed == spent.settled
+        assert spent.settled <= CAP
+        assert statuses[402] >= 90
