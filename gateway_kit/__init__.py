@@ -23,6 +23,10 @@ from gateway_kit.config import (
     ServerConfig,
     load_config,
 )
+from gateway_kit.cost import (
+    Costs,
+    RequestCost,
+)
 from gateway_kit.events import (
     EVENT_TYPES,
     BudgetAlertData,
@@ -46,6 +50,7 @@ from gateway_kit.exceptions import (
     InvalidRequestError,
     NotFoundError,
     ProviderError,
+    SignatureError,
     StorageError,
     UnsafeURLError,
     UpstreamStreamError,
@@ -56,8 +61,28 @@ from gateway_kit.gateway import (
     ModelRoute,
     create_http_client,
 )
+from gateway_kit.layers.auth import (
+    AuthMiddleware,
+)
+from gateway_kit.layers.budget import (
+    BudgetMiddleware,
+    BudgetPolicy,
+)
+from gateway_kit.layers.limits import (
+    LimitsMiddleware,
+)
 from gateway_kit.layers.telemetry import (
     TelemetryMiddleware,
+)
+from gateway_kit.payments import (
+    PaymentNotice,
+    parse_payment,
+    sign_stripe_payload,
+    verify_stripe_event,
+)
+from gateway_kit.pricing import (
+    ModelPrice,
+    PriceTable,
 )
 from gateway_kit.providers.base import (
     ChatCall,
@@ -89,6 +114,14 @@ from gateway_kit.storage import (
     ThrottleResult,
     storage_from_url,
 )
+from gateway_kit.tokens import (
+    OutputEstimator,
+    estimate_prompt_tokens,
+    estimate_text_tokens,
+)
+from gateway_kit.usage import (
+    Usage,
+)
 from gateway_kit.webhooks.signing import (
     generate_secret,
     sign,
@@ -106,12 +139,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EVENT_TYPES",
+    "AuthMiddleware",
     "BudgetAlertData",
+    "BudgetMiddleware",
+    "BudgetPolicy",
     "ChatCall",
     "ChatCompletionsEndpoint",
     "ChatResponse",
     "ClaimedItem",
     "ConfigError",
+    "Costs",
     "DeadItem",
     "Event",
     "EventData",
@@ -126,25 +163,32 @@ __all__ = [
     "InvalidKeyError",
     "InvalidRequestError",
     "KeyRotatedData",
+    "LimitsMiddleware",
     "LowBalanceData",
     "MemoryStorage",
     "MockProvider",
     "ModelConfig",
+    "ModelPrice",
     "ModelRoute",
     "NotFoundError",
     "OpenAIProvider",
+    "OutputEstimator",
     "PaymentFailedData",
+    "PaymentNotice",
     "PaymentSucceededData",
+    "PriceTable",
     "Principal",
     "Provider",
     "ProviderConfig",
     "ProviderError",
     "RedisStorage",
     "RequestContext",
+    "RequestCost",
     "SQLiteStorage",
     "SSRFGuard",
     "SecurityEventData",
     "ServerConfig",
+    "SignatureError",
     "Storage",
     "StorageError",
     "TelemetryMiddleware",
@@ -153,20 +197,26 @@ __all__ = [
     "UnsafeURLError",
     "UpstreamStreamError",
     "UpstreamUnavailableError",
+    "Usage",
     "WebhookStaleData",
     "__version__",
     "build_chat_stack",
     "create_app",
     "create_http_client",
+    "estimate_prompt_tokens",
+    "estimate_text_tokens",
     "generate_secret",
     "get_context",
     "load_config",
+    "parse_payment",
     "sample_event",
     "sign",
+    "sign_stripe_payload",
     "storage_from_url",
     "usd",
     "verify_signature",
     "verify_standard_webhook",
+    "verify_stripe_event",
 ]
 
 
