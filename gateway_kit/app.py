@@ -20,6 +20,8 @@ from starlette.routing import Mount, Route
 
 from gateway_kit._asgi import error_body
 from gateway_kit.api import management_routes, me_endpoint
+from gateway_kit.api.admin import admin_routes
+from gateway_kit.api.payments import stripe_endpoint
 from gateway_kit.config import GatewayConfig
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
@@ -79,7 +81,10 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             Route("/v1/chat/completions", build_chat_stack(gw), methods=["POST"]),
             Route("/v1/models", models, methods=["GET"], middleware=auth),
             Route("/v1/me", me_endpoint(gw), methods=["GET"], middleware=auth),
+            # The operator API has its own token, so it comes before the keyed mount.
+            Mount("/api/v1/admin", routes=admin_routes(gw)),
             Mount("/api/v1", routes=management_routes(gw), middleware=auth),
+            Route("/v1/payments/stripe", stripe_endpoint(gw), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ],
         middleware=[Middleware(TelemetryMiddleware)],

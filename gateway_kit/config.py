@@ -194,6 +194,30 @@ class WebhooksConfig(_Config):
         return self
 
 
+class PaymentsConfig(_Config):
+    """The payment processor's webhook endpoint (``POST /v1/payments/stripe``)."""
+
+    #: The endpoint's signing secret (``whsec_...``) from the Stripe dashboard. Unset: the
+    #: endpoint answers 404.
+    stripe_webhook_secret: SecretStr | None = None
+    #: How old (or how far in the future) a signed event may be, in seconds.
+    stripe_tolerance_s: int = Field(default=300, ge=1, le=3600)
+
+
+class AdminConfig(_Config):
+    """The operator API under ``/api/v1/admin`` (wallet top-ups and billing)."""
+
+    #: ``Authorization: Bearer <token>``; unset, the operator API answers 404. Use 32+ random
+    #: characters, e.g. from ``GATEWAY_KIT_ADMIN__TOKEN``.
+    token: SecretStr | None = Field(default=None)
+
+    @model_validator(mode="after")
+    def _check_token(self) -> AdminConfig:
+        if self.token is not None and len(self.token.get_secret_value()) < 24:
+            raise ValueError("token: use at least 24 random characters")
+        return self
+
+
 class CostConfig(_Config):
     """Cost accounting: the price table's baseline for savings."""
 
@@ -252,6 +276,8 @@ class GatewayConfig(_Config):
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> GatewayConfig:

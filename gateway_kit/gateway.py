@@ -26,6 +26,7 @@ from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
 from gateway_kit.spend import Ledger
 from gateway_kit.storage import Storage, storage_from_url
+from gateway_kit.wallet import Wallet
 from gateway_kit.webhooks.emitter import WebhookEmitter
 from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
 from gateway_kit.webhooks.store import WebhookStore
@@ -103,6 +104,7 @@ class Gateway:
         self._workspaces: Workspaces | None = None
         self._keys: Keys | None = None
         self._ledger: Ledger | None = None
+        self._wallet: Wallet | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._stack: AsyncExitStack | None = None
@@ -127,6 +129,7 @@ class Gateway:
             self._workspaces = Workspaces(storage, self.config, cache_ttl=cache_ttl)
             self._keys = Keys(storage, self.events, cache_ttl=cache_ttl)
             self._ledger = Ledger(storage, cache_ttl=cache_ttl)
+            self._wallet = Wallet(storage, self.events, cache_ttl=cache_ttl)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
@@ -156,7 +159,7 @@ class Gateway:
         stack, self._stack = self._stack, None
         self._routes = {}
         self._storage = self._workspaces = self._keys = self._webhooks = None
-        self._ledger = None
+        self._ledger = self._wallet = None
         self._webhook_client = None
         if stack is not None:
             await stack.aclose()
@@ -229,6 +232,13 @@ class Gateway:
         if self._ledger is None:
             raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
         return self._ledger
+
+    @property
+    def wallet(self) -> Wallet:
+        """Workspaces' prepaid balances: credits, the billing switch, low-balance alerts."""
+        if self._wallet is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._wallet
 
     @property
     def webhooks(self) -> WebhookStore:

@@ -66,6 +66,7 @@ async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
         },
         "key_caps": {key: usd(amount) for key, amount in sorted(settings.key_caps.items())},
         "period_reset_at": period.reset_at,
+        "wallet": (await gateway.wallet.status(workspace_id)).public(),
     }
 
 

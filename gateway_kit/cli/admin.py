@@ -1,4 +1,4 @@
-"""Operator commands on the configured storage: ``workspaces`` and ``keys``.
+"""Operator commands on the configured storage: ``workspaces``, ``keys`` and ``wallet``.
 
 They open the same storage the gateway uses (``storage.url``) and publish the same events, so
 a rotation from the command line reaches the workspace's webhooks like one made over the API.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -57,6 +58,27 @@ def add_parsers(
     revoke.add_argument("key_id", metavar="KEY_ID")
     _common(revoke, add_config_option, _revoke_key)
 
+    wallet = commands.add_parser("wallet", help="wallet balances, top-ups and billing")
+    verbs = wallet.add_subparsers(dest="verb", metavar="verb", required=True)
+    show = verbs.add_parser("show", help="a workspace's balance and recent top-ups")
+    show.add_argument("--workspace", required=True, metavar="WS_ID")
+    _common(show, add_config_option, _show_wallet)
+    topup = verbs.add_parser("topup", help="credit a workspace's wallet")
+    topup.add_argument("--workspace", required=True, metavar="WS_ID")
+    topup.add_argument("--amount", required=True, type=float, metavar="USD")
+    topup.add_argument("--reference", default="", help="e.g. an invoice number")
+    topup.add_argument(
+        "--idempotency-key",
+        default="",
+        metavar="KEY",
+        help="run the command again with the same key and nothing is credited twice",
+    )
+    _common(topup, add_config_option, _topup)
+    billing = verbs.add_parser("billing", help="debit requests from the wallet, or stop")
+    billing.add_argument("--workspace", required=True, metavar="WS_ID")
+    billing.add_argument("state", choices=["on", "off"])
+    _common(billing, add_config_option, _billing)
+
 
 def _common(
     parser: argparse.ArgumentParser,
@@ -88,7 +110,8 @@ def _run(action: Action, args: argparse.Namespace) -> int:
 def _human(result: Any) -> str:
     if isinstance(result, list):
         return "\n".join(_human(item) for item in result) or "(none)"
-    lines = [f"{name:<13}{value}" for name, value in result.items() if value is not None]
+    width = max(13, *(len(name) + 2 for name in result))
+    lines = [f"{name:<{width}}{value}" for name, value in result.items() if value is not None]
     if "key" in result:
         lines.append("Store the key now: it is shown only this once.")
     return "\n".join(lines)
@@ -144,3 +167,35 @@ async def _require_workspace(gateway: Gateway, workspace_id: str) -> None:
 
     if await gateway.workspaces.get(workspace_id) is None:
         raise NotFoundError(f"no workspace {workspace_id}")
+
+
+async def _wallet(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
+    return {"workspace_id": workspace_id, **(await gateway.wallet.status(workspace_id)).public()}
+
+
+async def _show_wallet(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    await _require_workspace(gateway, args.workspace)
+    return await _wallet(gateway, args.workspace)
+
+
+async def _topup(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    from gateway_kit.api._common import ApiError
+    from gateway_kit.api.admin import topup_amount
+    from gateway_kit.exceptions import InvalidRequestError
+
+    await _require_workspace(gateway, args.workspace)
+    try:
+        amount = topup_amount(args.amount)
+    except ApiError as exc:
+        raise InvalidRequestError(str(exc).replace("'amount_usd'", "--amount")) from None
+    key = args.idempotency_key or secrets.token_hex(16)
+    balance = await gateway.wallet.credit(
+        args.workspace, amount, key=f"manual:{key}", source="operator", reference=args.reference
+    )
+    return {**await _wallet(gateway, args.workspace), "credited": balance is not None}
+
+
+async def _billing(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
+    await _require_workspace(gateway, args.workspace)
+    await gateway.wallet.set_billing(args.workspace, args.state == "on")
+    return await _wallet(gateway, args.workspace)

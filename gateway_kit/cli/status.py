@@ -1,7 +1,8 @@
-"""``gateway-kit status``: a workspace's plan, quota, burst limit, savings and reset time.
+"""``gateway-kit status``: a workspace's plan, quota, burst limit, savings, budget and wallet.
 
-It calls ``GET /v1/me`` with the key from ``--api-key`` or ``GATEWAY_KIT_API_KEY``. The key is
-never printed, not even in error messages.
+It calls ``GET /v1/me`` and ``GET /api/v1/workspaces/{id}/budget`` with the key from
+``--api-key`` or ``GATEWAY_KIT_API_KEY``. The key is never printed, not even in error messages.
+``--json`` prints the ``/v1/me`` object exactly as received.
 """
 
 from __future__ import annotations
@@ -58,10 +59,49 @@ def run(args: argparse.Namespace) -> int:
         print(response.text)
         return 0
     try:
-        print(render(response.json(), now=time.time()))
+        me = response.json()
+        lines = render(me, now=time.time())
     except (ValueError, KeyError, TypeError):
         return fail(f"{url} did not answer with a workspace status")
+    budget = _budget(base_url, str(me["workspace_id"]), key, args.timeout)
+    print(lines if budget is None else lines + "\n" + render_budget(budget))
     return 0
+
+
+def _budget(base_url: str, workspace_id: str, key: str, timeout: float) -> dict[str, Any] | None:
+    """The budget and wallet, or ``None`` when the gateway does not say (an older one)."""
+    try:
+        response = httpx.get(
+            f"{base_url}/api/v1/workspaces/{workspace_id}/budget",
+            headers={"authorization": f"Bearer {key}"},
+            timeout=timeout,
+        )
+        budget = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return budget if isinstance(budget, dict) else None
+
+
+def render_budget(budget: dict[str, Any]) -> str:
+    spent = float(budget["committed_usd"])
+    cap = budget.get("cap_usd")
+    if cap is None:
+        line = f"Budget     no cap (${spent:,.2f} spent this period)"
+    else:
+        share = spent / float(cap) if cap else 1.0
+        line = (
+            f"Budget     ${spent:,.2f} of ${float(cap):,.2f} this period ({share:.1%}), "
+            f"verdict {budget['verdict']}"
+        )
+    wallet = budget.get("wallet") or {}
+    if wallet.get("billing"):
+        balance = (
+            f"Wallet     ${float(wallet['balance_usd']):,.2f} "
+            f"(last top-up ${float(wallet['last_topup_usd']):,.2f})"
+        )
+    else:
+        balance = "Wallet     not billed from a wallet"
+    return line + "\n" + balance
 
 
 def _message(response: httpx.Response) -> str:

@@ -46,6 +46,7 @@ from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.periods import Period, period_at
 from gateway_kit.spend import Reservation
+from gateway_kit.storage import Increment
 
 __all__ = ["BudgetMiddleware", "BudgetPolicy", "Verdict"]
 
@@ -137,31 +138,34 @@ class BudgetMiddleware:
         period = period_at(gateway.clock(), self._period_unit)
         headers: list[tuple[bytes, bytes]] = []
         reservation: Reservation | None = None
-        if self._mode != "off":
-            try:
+        billing = False
+        try:
+            billing = await gateway.wallet.billing(workspace_id)
+            cap, key_cap = (None, None)
+            if self._mode != "off":
                 cap, key_cap = await self._caps(workspace_id, key_id)
-                if cap is not None or key_cap is not None:
-                    outcome = await self._reserve(
-                        workspace_id, key_id, period, model, payload, cap, key_cap
-                    )
-                    if outcome is None:
-                        await self._refuse(send, cap, key_cap)
-                        return
-                    reservation, headers, target = outcome
-                    if target is not None:
-                        ctx.model = target
-            except StorageError as exc:
-                logger.error("budget unavailable (%s): %s", self._on_error, exc)
-                if self._on_error == "closed":
-                    await send_error(
-                        send,
-                        503,
-                        "The budget cannot be checked right now; try again shortly.",
-                        type="api_error",
-                        code="budget_unavailable",
-                    )
+            if cap is not None or key_cap is not None or billing:
+                outcome = await self._reserve(
+                    workspace_id, key_id, period, model, payload, cap, key_cap, billing
+                )
+                if isinstance(outcome, str):
+                    await self._refuse(send, outcome)
                     return
-                headers = [(b"x-gateway-budget", b"unchecked")]
+                reservation, headers, target = outcome
+                if target is not None:
+                    ctx.model = target
+        except StorageError as exc:
+            logger.error("budget unavailable (%s): %s", self._on_error, exc)
+            if self._on_error == "closed":
+                await send_error(
+                    send,
+                    503,
+                    "The budget cannot be checked right now; try again shortly.",
+                    type="api_error",
+                    code="budget_unavailable",
+                )
+                return
+            headers = [(b"x-gateway-budget", b"unchecked")]
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and headers:
@@ -173,7 +177,7 @@ class BudgetMiddleware:
         finally:
             # Shielded: a request cancelled by a disconnect still settles its reservation.
             with anyio.CancelScope(shield=True):
-                await self._settle(ctx.cost, workspace_id, key_id, period, reservation)
+                await self._settle(ctx.cost, workspace_id, key_id, period, reservation, billing)
 
     async def _caps(self, workspace_id: str, key_id: str) -> tuple[int | None, int | None]:
         gateway = self._gateway
@@ -195,32 +199,54 @@ class BudgetMiddleware:
         payload: dict[str, object],
         cap: int | None,
         key_cap: int | None,
-    ) -> tuple[Reservation | None, list[tuple[bytes, bytes]], str | None] | None:
-        """(reservation, headers, downgrade target) when the request may go; ``None``: 402."""
+        billing: bool,
+    ) -> tuple[Reservation | None, list[tuple[bytes, bytes]], str | None] | str:
+        """(reservation, headers, downgrade target) when the request may go; else why not:
+        ``budget``, ``key_budget`` or ``wallet``."""
         costs, ledger = self._gateway.costs, self._gateway.ledger
         estimate = costs.reservation(model, payload)
         if estimate is None:
             # A model nobody priced cannot be held against a cap: served, and said so.
             return None, [(b"x-gateway-budget", b"unpriced")], None
+        headers: list[tuple[bytes, bytes]] = []
+        enforce = self._mode == "enforce"
         if self._mode == "monitor":
-            return None, await self._would(workspace_id, period, estimate, cap, key_cap), None
-        limit = self._policy.limit(cap) if cap is not None else None
-        target = self._downgrades.get(model)
-        reservation, _, committed = await ledger.reserve(
-            workspace_id, key_id, period, estimate, cap=limit, key_cap=key_cap
-        )
+            headers = await self._would(workspace_id, period, estimate, cap)
+            if not billing:
+                return None, headers, None
+        debt = self._gateway.wallet.debt_key(workspace_id)
+
+        async def hold(amount: int) -> tuple[Reservation | None, str | None, int]:
+            # The wallet's balance is minus its debt: a limit of 0 keeps it from going below 0.
+            extra = [Increment(debt, amount, limit=0)] if billing else []
+            return await ledger.reserve(
+                workspace_id,
+                key_id,
+                period,
+                amount,
+                cap=self._policy.limit(cap) if cap is not None and enforce else None,
+                key_cap=key_cap if enforce else None,
+                extra=extra,
+            )
+
+        target = self._downgrades.get(model) if enforce else None
+        reservation, refused, committed = await hold(estimate)
         downgrade = False
         if reservation is None and target is not None:
             cheaper = costs.reservation(target, payload)
             if cheaper is not None:
-                reservation, _, committed = await ledger.reserve(
-                    workspace_id, key_id, period, cheaper, cap=limit, key_cap=key_cap
-                )
+                reservation, refused, committed = await hold(cheaper)
                 downgrade = reservation is not None
         if reservation is None:
+            if refused == debt:
+                return "wallet"
+            if refused is not None and ":key:" in refused:
+                return "key_budget"
             if cap is not None:
                 await self._alert(workspace_id, period, "block", committed, cap)
-            return None
+            return "budget"
+        if not enforce:
+            return reservation, headers, None
         verdict: Verdict = "ok"
         if cap is not None:
             verdict = self._policy.verdict(committed, cap)
@@ -229,9 +255,7 @@ class BudgetMiddleware:
                     await self._alert(workspace_id, period, alert, committed, cap)
         if verdict == "downgrade" and target is None:
             verdict = "warn"
-        downgrade = downgrade or verdict == "downgrade"
-        headers: list[tuple[bytes, bytes]] = []
-        if downgrade and target is not None:
+        if (downgrade or verdict == "downgrade") and target is not None:
             headers = [
                 (b"x-gateway-budget", b"downgrade"),
                 (b"x-gateway-downgraded-from", model.encode()),
@@ -247,7 +271,6 @@ class BudgetMiddleware:
         period: Period,
         estimate: int,
         cap: int | None,
-        key_cap: int | None,
     ) -> list[tuple[bytes, bytes]]:
         """Monitor mode: what enforcing would have done, as a header; nothing is held."""
         totals = await self._gateway.ledger.totals(workspace_id, period)
@@ -260,16 +283,24 @@ class BudgetMiddleware:
                     await self._alert(workspace_id, period, alert, committed, cap)
         return [] if verdict == "ok" else [(b"x-gateway-budget", f"would-{verdict}".encode())]
 
-    async def _refuse(self, send: Send, cap: int | None, key_cap: int | None) -> None:
-        what = "this API key's" if cap is None or key_cap is not None else "the workspace's"
+    async def _refuse(self, send: Send, reason: str) -> None:
+        if reason == "wallet":
+            message = "The wallet balance cannot cover this request. Top up the wallet to continue."
+            code, verdict = "insufficient_balance", b"wallet"
+        else:
+            what = "this API key's" if reason == "key_budget" else "the workspace's"
+            message = (
+                f"This request would exceed {what} budget for the period. Raise the cap or "
+                "wait for the period to reset."
+            )
+            code, verdict = "budget_exceeded", b"block"
         await send_error(
             send,
             402,
-            f"This request would exceed {what} budget for the period. Raise the cap or wait "
-            "for the period to reset.",
+            message,
             type="insufficient_quota",
-            code="budget_exceeded",
-            headers=[(b"x-gateway-budget", b"block")],
+            code=code,
+            headers=[(b"x-gateway-budget", verdict)],
         )
 
     async def _alert(
@@ -317,6 +348,7 @@ class BudgetMiddleware:
         key_id: str,
         period: Period,
         reservation: Reservation | None,
+        billing: bool,
     ) -> None:
         actual = savings = 0
         if cost is not None:
@@ -324,10 +356,20 @@ class BudgetMiddleware:
             savings = cost.savings_micro_usd
         if reservation is None and not actual and not savings:
             return
+        wallet = self._gateway.wallet
+        debt = wallet.debt_key(workspace_id)
         try:
-            await self._gateway.ledger.settle(
-                workspace_id, key_id, period, reservation, actual, savings
+            values = await self._gateway.ledger.settle(
+                workspace_id,
+                key_id,
+                period,
+                reservation,
+                actual,
+                savings,
+                extra=[(debt, actual)] if billing else (),
             )
+            if billing and actual:
+                await wallet.check_low_balance(workspace_id, -values[debt])
         except StorageError as exc:
             # The reservation stays counted until the period's counters expire: the cap errs
             # on the safe side. Logged loudly, since spend is now over-stated.

@@ -1,0 +1,138 @@
+"""The operator API: ``/api/v1/admin``, authenticated by ``admin.token`` (not workspace keys).
+
+- ``GET   .../workspaces/{workspace_id}/wallet``          balance, billing, last top-up, history
+- ``PATCH .../workspaces/{workspace_id}/wallet``          ``{"billing": true}``: debit requests
+- ``POST  .../workspaces/{workspace_id}/wallet/topups``   ``{"amount_usd", "reference"?,
+  "idempotency_key"?}``: credit the wallet (once per idempotency key)
+
+A workspace cannot top itself up: these routes take the operator's token only. Without
+``admin.token`` configured they answer 404.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway_kit.api._common import ApiError, check_fields, json_body, json_response
+from gateway_kit.gateway import Gateway
+
+#: The largest single top-up: a million dollars.
+MAX_TOPUP_USD = 1_000_000
+
+
+def admin_routes(gateway: Gateway) -> list[Route]:
+    def check(request: Request) -> str:
+        """The path's workspace id once the caller proved to be the operator."""
+        token = gateway.config.admin.token
+        if token is None:
+            raise ApiError(404, "The operator API is not enabled.", code="not_found")
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {token.get_secret_value()}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            raise ApiError(401, "A valid operator token is required.", code="invalid_admin_token")
+        workspace_id: str = request.path_params["workspace_id"]
+        return workspace_id
+
+    async def workspace(request: Request) -> str:
+        workspace_id = check(request)
+        if await gateway.workspaces.get(workspace_id) is None:
+            raise ApiError(
+                404, "No such workspace.", code="workspace_not_found", param="workspace_id"
+            )
+        return workspace_id
+
+    async def view(workspace_id: str) -> dict[str, Any]:
+        status = await gateway.wallet.status(workspace_id)
+        history = await gateway.wallet.topups(workspace_id, limit=20)
+        return {
+            "object": "wallet",
+            "workspace_id": workspace_id,
+            **status.public(),
+            "recent_topups": history,
+        }
+
+    async def read(request: Request) -> Response:
+        try:
+            return json_response(await view(await workspace(request)))
+        except ApiError as exc:
+            return exc.response()
+
+    async def update(request: Request) -> Response:
+        try:
+            workspace_id = await workspace(request)
+            body = await json_body(request)
+            check_fields(body, ["billing"])
+            billing = body.get("billing")
+            if not isinstance(billing, bool):
+                raise ApiError(
+                    400, "'billing' must be true or false.", code="invalid_type", param="billing"
+                )
+        except ApiError as exc:
+            return exc.response()
+        await gateway.wallet.set_billing(workspace_id, billing)
+        return json_response(await view(workspace_id))
+
+    async def topup(request: Request) -> Response:
+        try:
+            workspace_id = await workspace(request)
+            body = await json_body(request)
+            check_fields(body, ["amount_usd", "reference", "idempotency_key"])
+            amount = topup_amount(body.get("amount_usd"))
+            reference = _text(body, "reference", "")
+            key = _text(body, "idempotency_key", "") or secrets.token_hex(16)
+        except ApiError as exc:
+            return exc.response()
+        balance = await gateway.wallet.credit(
+            workspace_id, amount, key=f"manual:{key}", source="operator", reference=reference
+        )
+        return json_response(
+            {**await view(workspace_id), "credited": balance is not None}, 201 if balance else 200
+        )
+
+    base = "/workspaces/{workspace_id}/wallet"
+    return [
+        Route(base, read, methods=["GET"]),
+        Route(base, update, methods=["PATCH"]),
+        Route(base + "/topups", topup, methods=["POST"]),
+    ]
+
+
+def topup_amount(value: Any) -> int:
+    """A top-up in USD (a positive number, at most a million) as integer micro-USD."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (0 < value <= MAX_TOPUP_USD)
+    ):
+        raise ApiError(
+            400,
+            f"'amount_usd' must be a number of US dollars above 0 and at most {MAX_TOPUP_USD:,}.",
+            code="invalid_value",
+            param="amount_usd",
+        )
+    micro = int((Decimal(str(value)) * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))
+    if micro <= 0:
+        raise ApiError(
+            400, "'amount_usd' is below a micro-dollar.", code="invalid_value", param="amount_usd"
+        )
+    return micro
+
+
+def _text(body: dict[str, Any], name: str, default: str) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str) or len(value) > 200:
+        raise ApiError(
+            400,
+            f"'{name}' must be a string of at most 200 characters.",
+            code="invalid_type",
+            param=name,
+        )
+    return value
