@@ -119,7 +119,9 @@ def _forwarder_app(upstream: str, transport: str) -> Any:
 
 def _gateway_app(args: argparse.Namespace) -> Any:
     """gateway-kit on the mock upstream. With ``--key-file`` Auth and Limits are on: the
-    process makes a workspace and key at start-up and writes the key there for the load."""
+    process makes a workspace and key at start-up and writes the key there for the load. With
+    ``--budget`` the model is priced and the plan has a cap far above the load, so Budget
+    reserves and settles every request; without it, Budget is off."""
     import anyio
 
     from gateway_kit import Gateway, GatewayConfig, create_app
@@ -129,12 +131,29 @@ def _gateway_app(args: argparse.Namespace) -> Any:
             "providers": [
                 {"name": "bench", "base_url": f"{args.upstream}/v1", "transport": args.transport}
             ],
-            "models": [{"name": "bench-model", "provider": "bench"}],
+            "models": [
+                {
+                    "name": "bench-model",
+                    "provider": "bench",
+                    **(
+                        {"price": {"input_usd_per_mtok": 1, "output_usd_per_mtok": 2}}
+                        if args.budget
+                        else {}
+                    ),
+                }
+            ],
             "storage": {"url": args.storage, "redis_prefix": args.redis_prefix},
             "auth": {"mode": "enforce" if args.key_file else "off"},
             "limits": {"mode": "enforce" if args.key_file else "off"},
             # Limits far above the load: every request pays the checks, none is refused.
-            "plans": {"bench": {"included_requests": 10**12, "burst_limit_rpm": 10**9}},
+            "plans": {
+                "bench": {
+                    "included_requests": 10**12,
+                    "burst_limit_rpm": 10**9,
+                    **({"budget_usd": 10**8} if args.budget else {}),
+                }
+            },
+            "budget": {"mode": "enforce" if args.budget else "off"},
             "default_plan": "bench",
         }
     )
@@ -191,6 +210,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", default="memory://", help=hidden)
     parser.add_argument("--redis-prefix", default="gk:", help=hidden)
     parser.add_argument("--key-file", default="", help=hidden)
+    parser.add_argument("--budget", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------
