@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+from pathlib import Path
 import json
 import time
 
@@ -63,6 +64,9 @@ def rejection(payload: bytes, header: str, secret: str = SECRET, **kwargs: float
 
 
 def test_the_readme_test_vector() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for value in (VECTOR_SECRET, str(VECTOR_TIMESTAMP), VECTOR_PAYLOAD.decode(), VECTOR_HEADER):
+        assert value in readme
     assert sign_stripe_payload(VECTOR_PAYLOAD, VECTOR_SECRET, timestamp=VECTOR_TIMESTAMP) == (
         VECTOR_HEADER
     )
