@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-from pathlib import Path
 import json
 import time
+from pathlib import Path
 
 import pytest
 import stripe
