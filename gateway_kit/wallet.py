@@ -93,8 +93,7 @@ class Wallet:
         )
         if not result.allowed:
             return None
-        number = result.values[seq]
-        await self._storage.set(f"{workspace_id}:wallet:last_topup", f"{number}:{amount}".encode())
+        await self._record_topup(workspace_id, result.values[seq], amount)
         entry = {
             "amount_usd": usd(amount),
             "source": source,
@@ -131,6 +130,17 @@ class Wallet:
                 level = cast(Literal[20, 10, 0], tier)
                 data = LowBalanceData(balance=usd(balance), last_topup=usd(last), tier=level)
                 await self._events.publish(Event.create(data, workspace_id=workspace_id))
+
+    async def _record_topup(self, workspace_id: str, number: int, amount: int) -> None:
+        """Make top-up ``number`` the last one, unless a later one got there first: two
+        credits may finish in either order (other processes, a thread-backed store)."""
+        key = f"{workspace_id}:wallet:last_topup"
+        while True:
+            current = await self._storage.get(key)
+            if current is not None and int(current.partition(b":")[0]) >= number:
+                return
+            if await self._storage.cas(key, current, f"{number}:{amount}".encode()):
+                return
 
     async def _last_topup(self, workspace_id: str) -> tuple[int, int]:
         raw = await self._storage.get(f"{workspace_id}:wallet:last_topup")

@@ -92,7 +92,9 @@ def admin_routes(gateway: Gateway) -> list[Route]:
             workspace_id, amount, key=f"manual:{key}", source="operator", reference=reference
         )
         return json_response(
-            {**await view(workspace_id), "credited": balance is not None}, 201 if balance else 200
+            {**await view(workspace_id), "credited": balance is not None},
+            # The new balance may be 0 (an overdraft cleared): still a credit.
+            201 if balance is not None else 200,
         )
 
     base = "/workspaces/{workspace_id}/wallet"

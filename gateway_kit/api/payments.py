@@ -46,6 +46,7 @@ def stripe_endpoint(gateway: Gateway) -> Callable[[Request], Awaitable[Response]
                 request.headers.get("stripe-signature", ""),
                 config.stripe_webhook_secret.get_secret_value(),
                 tolerance=config.stripe_tolerance_s,
+                now=gateway.clock(),
             )
             notice = parse_payment(event)
         except ApiError as exc:
