@@ -55,3 +55,18 @@ def period_at(now: float, unit: PeriodUnit = "month") -> Period:
     if unit == "day":
         return Period(f"{day:%Y-%m-%d}", day, day + timedelta(days=1))
     raise ValueError(f"unknown period unit {unit!r}")
+
+
+class CurrentPeriod:
+    """The period containing ``now``, recomputed only when ``now`` leaves it (for hot paths)."""
+
+    def __init__(self, unit: PeriodUnit) -> None:
+        self._unit = unit
+        self._period: Period | None = None
+        self._start = self._end = 0.0
+
+    def at(self, now: float) -> Period:
+        if self._period is None or not self._start <= now < self._end:
+            self._period = period_at(now, self._unit)
+            self._start, self._end = self._period.start.timestamp(), self._period.end.timestamp()
+        return self._period

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal, cast
 
 from gateway_kit._ttl import TTLMap
@@ -129,7 +130,9 @@ class Wallet:
             if first:
                 level = cast(Literal[20, 10, 0], tier)
                 data = LowBalanceData(balance=usd(balance), last_topup=usd(last), tier=level)
-                await self._events.publish(Event.create(data, workspace_id=workspace_id))
+                moment = datetime.fromtimestamp(await self._storage.now(), UTC)
+                event = Event.create(data, workspace_id=workspace_id, now=moment)
+                await self._events.publish(event)
 
     async def _record_topup(self, workspace_id: str, number: int, amount: int) -> None:
         """Make top-up ``number`` the last one, unless a later one got there first: two

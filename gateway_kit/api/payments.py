@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway_kit.api._common import ApiError, json_response
@@ -66,11 +67,18 @@ async def _body(request: Request) -> bytes:
     if declared.isdigit() and int(declared) > MAX_EVENT_BYTES:
         raise ApiError(413, "The event is too large.", code="request_too_large")
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_EVENT_BYTES:
-            raise ApiError(413, "The event is too large.", code="request_too_large")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_EVENT_BYTES:
+                raise ApiError(413, "The event is too large.", code="request_too_large")
+    except ClientDisconnect:
+        raise ApiError(400, "The client disconnected.", code="client_disconnected") from None
     return body
+
+
+def _now(gateway: Gateway) -> datetime:
+    return datetime.fromtimestamp(gateway.clock(), UTC)
 
 
 async def _apply(gateway: Gateway, notice: PaymentNotice) -> dict[str, object]:
@@ -81,8 +89,12 @@ async def _apply(gateway: Gateway, notice: PaymentNotice) -> dict[str, object]:
     # Amounts in major units: Stripe's minor units of two-decimal currencies.
     amount = notice.amount_minor / 100
     if notice.kind == "failed":
+        # Kept 30 days: far past Stripe's 3 days of retries, and it does not grow forever.
         first = await gateway.storage.set(
-            f"{notice.workspace_id}:payments:event:{notice.event_id}", b"1", if_absent=True
+            f"{notice.workspace_id}:payments:event:{notice.event_id}",
+            b"1",
+            ttl=30 * 86_400,
+            if_absent=True,
         )
         if not first:
             return {"handled": True, "duplicate": True}
@@ -92,7 +104,9 @@ async def _apply(gateway: Gateway, notice: PaymentNotice) -> dict[str, object]:
             failure_code=notice.failure_code or "unknown",
             attempt_count=notice.attempt_count,
         )
-        await gateway.events.publish(Event.create(data, workspace_id=notice.workspace_id))
+        await gateway.events.publish(
+            Event.create(data, workspace_id=notice.workspace_id, now=_now(gateway))
+        )
         return {"handled": True, "duplicate": False}
     micro = notice.micro_usd
     if micro is None or notice.credit_key is None:
@@ -117,5 +131,7 @@ async def _apply(gateway: Gateway, notice: PaymentNotice) -> dict[str, object]:
         invoice_id=notice.invoice_id,
         new_balance=usd(balance),
     )
-    await gateway.events.publish(Event.create(data_ok, workspace_id=notice.workspace_id))
+    await gateway.events.publish(
+        Event.create(data_ok, workspace_id=notice.workspace_id, now=_now(gateway))
+    )
     return {"handled": True, "duplicate": False}

@@ -44,7 +44,7 @@ from gateway_kit.cost import RequestCost
 from gateway_kit.events import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.periods import Period, period_at
+from gateway_kit.periods import CurrentPeriod, Period
 from gateway_kit.spend import Reservation
 from gateway_kit.storage import Increment
 
@@ -109,7 +109,7 @@ class BudgetMiddleware:
         self._mode = mode or config.mode
         self._on_error = on_error or config.on_error
         self._policy = BudgetPolicy.from_config(config)
-        self._period_unit = config.period
+        self._period = CurrentPeriod(config.period)
         self._downgrades = {m.name: m.downgrade_to for m in gateway.config.models}
         # Alerts this process knows were published: spares a storage write per request.
         self._alerted: set[tuple[str, str, str]] = set()
@@ -135,7 +135,7 @@ class BudgetMiddleware:
             await self.app(scope, receive, send)  # the endpoint answers 404
             return
         workspace_id, key_id = principal.workspace_id, principal.key_id
-        period = period_at(gateway.clock(), self._period_unit)
+        period = self._period.at(gateway.clock())
         headers: list[tuple[bytes, bytes]] = []
         reservation: Reservation | None = None
         billing = False
@@ -339,7 +339,10 @@ class BudgetMiddleware:
             threshold_pct=int(fraction * 100),
             period_reset_at=datetime.fromtimestamp(period.end.timestamp(), UTC),
         )
-        await self._gateway.events.publish(Event.create(data, workspace_id=workspace_id))
+        moment = datetime.fromtimestamp(self._gateway.clock(), UTC)
+        await self._gateway.events.publish(
+            Event.create(data, workspace_id=workspace_id, now=moment)
+        )
 
     async def _settle(
         self,

@@ -34,7 +34,7 @@ from gateway_kit._ttl import TTLMap
 from gateway_kit.config import PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.periods import Period, period_at
+from gateway_kit.periods import CurrentPeriod, Period
 from gateway_kit.storage import THROTTLED, Increment, Throttle
 
 logger = logging.getLogger("gateway_kit.limits")
@@ -97,19 +97,12 @@ class LimitsPolicy:
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self._unit = gateway.config.limits.period
         # Memos, not per-request state: the current period, and each workspace's admission
         # operands for it (both change only when the period or the plan does).
-        self._period: Period | None = None
+        self._period = CurrentPeriod(gateway.config.limits.period)
         self._operands: TTLMap[tuple[str, str, str], tuple[Increment, Throttle]] = TTLMap(
             3600.0, maxsize=10_000
         )
-
-    def _current_period(self, now: float) -> Period:
-        period = self._period
-        if period is None or not period.start.timestamp() <= now < period.end.timestamp():
-            period = self._period = period_at(now, self._unit)
-        return period
 
     def _admission(
         self, workspace_id: str, plan_name: str, plan: PlanConfig, period: Period
@@ -137,7 +130,7 @@ class LimitsPolicy:
                 False, 403, "workspace_not_found", "The key's workspace no longer exists."
             )
         plan = gateway.workspaces.plan(workspace)
-        period = self._current_period(gateway.clock())
+        period = self._period.at(gateway.clock())
         counter, burst = self._admission(workspace.id, workspace.plan, plan, period)
         result = await gateway.storage.incr_many([counter], throttle=burst)
         throttle = result.throttle
