@@ -156,7 +156,7 @@ async def test_a_client_that_leaves_mid_stream_still_settles() -> None:
 
 
 async def test_no_overspend_and_no_leak_under_concurrency() -> None:
-    async with budgeted() as (env, _):
+    async with budgeted() as (env, recorder):
         env.upstream.delay = 0.05  # all in flight together
         statuses: Counter[int] = Counter()
 
@@ -186,3 +186,5 @@ async def test_no_overspend_and_no_leak_under_concurrency() -> None:
         assert spent.committed == spent.settled
         assert spent.settled <= CAP
         assert statuses[402] >= 90
+        # Every threshold was crossed by concurrent requests: each alert still went out once.
+        assert sorted(alerts(recorder)) == ["block", "downgrade", "warn"]
