@@ -82,22 +82,27 @@ def _budget(base_url: str, workspace_id: str, key: str, timeout: float) -> dict[
     return budget if isinstance(budget, dict) else None
 
 
+def _usd(amount: float) -> str:
+    """Cents for whole dollars, four places below a dollar (a request costs fractions of one)."""
+    return f"${amount:,.2f}" if amount == 0 or abs(amount) >= 1 else f"${amount:,.4f}"
+
+
 def render_budget(budget: dict[str, Any]) -> str:
     spent = float(budget["committed_usd"])
     cap = budget.get("cap_usd")
     if cap is None:
-        line = f"Budget     no cap (${spent:,.2f} spent this period)"
+        line = f"Budget     no cap ({_usd(spent)} spent this period)"
     else:
         share = spent / float(cap) if cap else 1.0
         line = (
-            f"Budget     ${spent:,.2f} of ${float(cap):,.2f} this period ({share:.1%}), "
+            f"Budget     {_usd(spent)} of {_usd(float(cap))} this period ({share:.1%}), "
             f"verdict {budget['verdict']}"
         )
     wallet = budget.get("wallet") or {}
     if wallet.get("billing"):
         balance = (
-            f"Wallet     ${float(wallet['balance_usd']):,.2f} "
-            f"(last top-up ${float(wallet['last_topup_usd']):,.2f})"
+            f"Wallet     {_usd(float(wallet['balance_usd']))} "
+            f"(last top-up {_usd(float(wallet['last_topup_usd']))})"
         )
     else:
         balance = "Wallet     not billed from a wallet"
