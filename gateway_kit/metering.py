@@ -62,17 +62,23 @@ class StreamMeter:
             chunk = json.loads(data) if data is not None else None
         except (ValueError, UnicodeDecodeError):
             chunk = None
-        if not isinstance(chunk, dict) or chunk.get("usage") is None:
+        if not isinstance(chunk, dict) or "usage" not in chunk:
             self.chunks += 1
             return event
-        self.usage = Usage.from_openai(chunk["usage"]) or self.usage
+        usage = chunk["usage"]
+        if usage is not None:
+            self.usage = Usage.from_openai(usage) or self.usage
         if not self.strip_usage:
+            if usage is None:
+                self.chunks += 1
             return event
-        if not chunk.get("choices"):
+        if not chunk.get("choices") and usage is not None:
             return None  # the usage-only chunk the client did not ask for
+        # Asking for usage makes OpenAI add `"usage": null` to every other chunk: gone too.
         self.chunks += 1
         del chunk["usage"]
-        return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+        text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)
+        return b"data: " + text.encode() + b"\n\n"
 
 
 def _data_of(event: bytes) -> bytes | None:

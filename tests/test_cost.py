@@ -82,6 +82,21 @@ async def test_a_stream_asks_upstream_for_usage_and_strips_it_for_the_client() -
         assert "estimated" not in comment
 
 
+async def test_the_null_usage_openai_adds_to_every_chunk_is_stripped_too() -> None:
+    def with_null_usage(event: bytes) -> bytes:
+        body = json.loads(event[len(b"data: ") :])
+        return b"data: " + json.dumps({**body, "usage": None}).encode() + b"\n\n"
+
+    async with provisioned("scale", **PRICED) as env:
+        parts = [with_null_usage(chunk("Hé")), with_null_usage(chunk("llo", finish="stop"))]
+        env.upstream.stream = ScriptedStream([*parts, usage_chunk(USAGE), DONE])
+        response = await env.chat(stream=True)
+        assert '"usage"' not in response.body.decode()
+        events = [json.loads(e) for e in response.events()[:-1]]
+        assert "".join(e["choices"][0]["delta"]["content"] for e in events) == "Héllo"
+        assert f"x-gateway-cost-usd={usd_text(COST)}" in response.body.decode()
+
+
 async def test_a_client_that_asked_for_streamed_usage_gets_it() -> None:
     async with provisioned("scale", **PRICED) as env:
         env.upstream.stream = ScriptedStream([chunk("Hi", finish="stop"), usage_chunk(USAGE), DONE])
