@@ -68,6 +68,29 @@ def test_openai_sdk_streaming(client: openai.OpenAI) -> None:
     assert len(chunks) > 5
 
 
+def test_openai_sdk_streamed_usage_only_when_asked_and_the_cost_header(
+    client: openai.OpenAI,
+) -> None:
+    hello = [{"role": "user", "content": "Stream this, please"}]
+    plain = list(client.chat.completions.create(model="mock-mini", messages=hello, stream=True))
+    assert all(chunk.usage is None for chunk in plain)  # the gateway's own ask is stripped
+    asked = list(
+        client.chat.completions.create(
+            model="mock-mini",
+            messages=hello,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert asked[-1].usage is not None
+    assert asked[-1].usage.completion_tokens > 0
+
+    raw = client.chat.completions.with_raw_response.create(model="mock-mini", messages=hello)
+    assert float(raw.headers["x-gateway-cost-usd"]) > 0  # mock-mini is priced as gpt-5-mini
+    assert float(raw.headers["x-gateway-savings-usd"]) > 0  # against the flagship, gpt-5.1
+    assert raw.parse().usage is not None
+
+
 def test_openai_sdk_tool_calls(client: openai.OpenAI) -> None:
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
     completion = client.chat.completions.create(
