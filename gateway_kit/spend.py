@@ -186,6 +186,10 @@ class Ledger:
         result = await self._storage.incr_many(increments)
         return dict(result.values)
 
+    async def committed(self, workspace_id: str, period: Period) -> int:
+        raw = await self._storage.get(self.key(workspace_id, period, "committed"))
+        return int(raw) if raw else 0
+
     async def totals(self, workspace_id: str, period: Period) -> SpendTotals:
         values = []
         for name in ("committed", "reserved", "settled"):

@@ -11,6 +11,9 @@ in, this request included:
   downgrade``, ``x-gateway-downgraded-from``); a model without one passes with ``warn``;
 - past ``block_at``: ``402 budget_exceeded``, unless the downgrade target still fits.
 
+With wallet billing on, the estimate is held from the workspace's wallet in the same atomic
+step (``402 insufficient_balance`` when the balance cannot cover it), whatever the mode.
+
 After the response (its end, an upstream error, a client that left, cancellation) the
 reservation is settled with the real cost exactly once, and the request's savings are added.
 ``budget.alert`` is published once per threshold per period (a storage ``set if absent``
@@ -273,8 +276,7 @@ class BudgetMiddleware:
         cap: int | None,
     ) -> list[tuple[bytes, bytes]]:
         """Monitor mode: what enforcing would have done, as a header; nothing is held."""
-        totals = await self._gateway.ledger.totals(workspace_id, period)
-        committed = totals.committed + estimate
+        committed = await self._gateway.ledger.committed(workspace_id, period) + estimate
         verdict: Verdict = "ok"
         if cap is not None:
             verdict = self._policy.verdict(committed, cap)
