@@ -27,7 +27,14 @@ from gateway_kit._ttl import TTLMap
 from gateway_kit.periods import Period
 from gateway_kit.storage import Increment, Storage
 
-__all__ = ["BudgetSettings", "Ledger", "Reservation", "SpendTotals", "savings_key"]
+__all__ = [
+    "BudgetSettings",
+    "Ledger",
+    "Reservation",
+    "SpendTotals",
+    "effective_cap",
+    "savings_key",
+]
 
 _SLACK_S = 86_400
 
@@ -75,8 +82,15 @@ class SpendTotals:
     settled: int
 
 
-def micro_from_usd(usd: Decimal) -> int:
-    return int(usd * 1_000_000)
+def effective_cap(
+    settings: BudgetSettings, plan_budget_usd: Decimal | None
+) -> tuple[int | None, str | None]:
+    """The cap that applies and where it comes from: the workspace's own, else its plan's."""
+    if settings.cap_micro_usd is not None:
+        return settings.cap_micro_usd, "workspace"
+    if plan_budget_usd is not None:
+        return int(plan_budget_usd * 1_000_000), "plan"
+    return None, None
 
 
 class Ledger:

@@ -21,7 +21,7 @@ from gateway_kit.events import usd
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.budget import BudgetPolicy, Verdict
 from gateway_kit.periods import period_at
-from gateway_kit.spend import BudgetSettings
+from gateway_kit.spend import BudgetSettings, effective_cap
 
 #: The largest cap accepted: a billion dollars.
 MAX_USD = Decimal(1_000_000_000)
@@ -32,13 +32,9 @@ async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     config = gateway.config.budget
     period = period_at(gateway.clock(), config.period)
     settings = await gateway.ledger.settings(workspace_id)
-    cap = settings.cap_micro_usd
-    source: str | None = "workspace"
-    if cap is None:
-        workspace = await gateway.workspaces.get(workspace_id)
-        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
-        budget = plan.budget_usd if plan is not None else None
-        cap, source = (None, None) if budget is None else (int(budget * 1_000_000), "plan")
+    workspace = await gateway.workspaces.get(workspace_id)
+    plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+    cap, source = effective_cap(settings, plan.budget_usd if plan is not None else None)
     totals = await gateway.ledger.totals(workspace_id, period)
     policy = BudgetPolicy.from_config(config)
     verdict: Verdict = "ok"

@@ -1,9 +1,9 @@
 """The ``gateway-kit`` command line.
 
 - ``serve``: the gateway on uvicorn (offline demo without a configuration);
-- ``status``: a workspace's plan, quota and savings, from ``GET /v1/me``;
+- ``status``: a workspace's plan, quota, savings, budget and wallet, over the API;
 - ``worker``: deliver webhooks without serving HTTP;
-- ``workspaces``, ``keys``: operator commands on the configured storage.
+- ``workspaces``, ``keys``, ``wallet``: operator commands on the configured storage.
 
 Human output by default, ``--json`` for scripts. Exit codes: 0 success, 1 a failure talking to
 the gateway or storage, 2 a usage or configuration error.

@@ -48,7 +48,7 @@ from gateway_kit.events import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.periods import CurrentPeriod, Period
-from gateway_kit.spend import Reservation
+from gateway_kit.spend import Reservation, effective_cap
 from gateway_kit.storage import Increment
 
 __all__ = ["BudgetMiddleware", "BudgetPolicy", "Verdict"]
@@ -185,12 +185,9 @@ class BudgetMiddleware:
     async def _caps(self, workspace_id: str, key_id: str) -> tuple[int | None, int | None]:
         gateway = self._gateway
         settings = await gateway.ledger.settings(workspace_id)
-        cap = settings.cap_micro_usd
-        if cap is None:
-            workspace = await gateway.workspaces.cached(workspace_id)
-            plan = gateway.workspaces.plan(workspace) if workspace is not None else None
-            if plan is not None and plan.budget_usd is not None:
-                cap = int(plan.budget_usd * 1_000_000)
+        workspace = await gateway.workspaces.cached(workspace_id)
+        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+        cap, _ = effective_cap(settings, plan.budget_usd if plan is not None else None)
         return cap, settings.key_caps.get(key_id)
 
     async def _reserve(
