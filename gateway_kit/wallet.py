@@ -59,6 +59,8 @@ class Wallet:
         self._billing: TTLMap[str, bool] | None = (
             TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
         )
+        # Tiers this process knows were published: spares a storage write per request.
+        self._fired: set[tuple[str, int, int]] = set()
 
     @staticmethod
     def debt_key(workspace_id: str) -> str:
@@ -122,11 +124,14 @@ class Wallet:
         if last <= 0 or balance * 100 > last * TIERS[0]:
             return
         for tier in TIERS:
-            if balance * 100 > last * tier:
+            if balance * 100 > last * tier or (workspace_id, seq, tier) in self._fired:
                 continue
             first = await self._storage.set(
                 f"{workspace_id}:wallet:tier:{seq}:{tier}", b"1", if_absent=True
             )
+            if len(self._fired) > 100_000:
+                self._fired.clear()
+            self._fired.add((workspace_id, seq, tier))
             if first:
                 level = cast(Literal[20, 10, 0], tier)
                 data = LowBalanceData(balance=usd(balance), last_topup=usd(last), tier=level)
