@@ -20,6 +20,21 @@ def _free_port() -> int:
         return port
 
 
+def _free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is a valid, free port too: Redis
+    exits at start-up otherwise."""
+    while True:
+        port = _free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
 @pytest.fixture(scope="session")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A throwaway single-node Redis Cluster: it serves every slot, and so refuses any script
@@ -29,16 +44,18 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is not installed: CI must run the Cluster tests")
         pytest.skip("redis-server is not installed")
-    port, workdir = _free_port(), tmp_path_factory.mktemp("cluster")
+    port, workdir = _free_cluster_port(), tmp_path_factory.mktemp("cluster")
     proc = subprocess.Popen(
         [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
          "--cluster-config-file", str(workdir / "nodes.conf"), "--dir", str(workdir),
          "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, socket_connect_timeout=1)
     try:
         for _ in range(100):
+            if proc.poll() is not None:
+                pytest.fail(f"the Redis Cluster node exited at start-up (code {proc.returncode})")
             try:
                 client.ping()
                 break
