@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from gateway_kit import MemoryStorage, StorageError
 from gateway_kit.bus import EventRecorder
 from gateway_kit.periods import period_at
 from gateway_kit.tokens import estimate_prompt_tokens
@@ -188,3 +189,45 @@ async def test_no_overspend_and_no_leak_under_concurrency() -> None:
         assert statuses[402] >= 90
         # Every threshold was crossed by concurrent requests: each alert still went out once.
         assert sorted(alerts(recorder)) == ["block", "downgrade", "warn"]
+
+
+class BreakableStorage(MemoryStorage):
+    broken = False
+
+    async def incr_many(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken:
+            raise StorageError("storage is down")
+        return await super().incr_many(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("on_error", "status", "header"), [("closed", 503, None), ("open", 200, "unchecked")]
+)
+async def test_a_storage_failure_follows_the_budget_policy(
+    on_error: str, status: int, header: str | None
+) -> None:
+    options = config(on_error=on_error)
+    async with provisioned("capped", storage_class=BreakableStorage, **options) as env:
+        env.upstream.json_body = {
+            **COMPLETION,
+            "usage": {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT},
+        }
+        env.storage.broken = True  # limits fail open (their default); then the budget
+        response = await env.chat(messages=HELLO)
+        assert response.status == status
+        if status == 503:
+            assert response.json()["error"]["code"] == "budget_unavailable"
+            assert env.upstream.calls == 0
+        else:
+            assert response.headers.get("x-gateway-budget") == header
+
+
+async def test_a_model_without_a_price_is_served_and_says_so() -> None:
+    options = config()
+    options["models"].append({"name": "gpt-unpriced", "provider": "up"})
+    async with provisioned("capped", **options) as env:
+        response = await env.chat(model="gpt-unpriced", messages=HELLO)
+        assert response.status == 200
+        assert response.headers.get("x-gateway-budget") == "unpriced"
+        assert response.headers.get("x-gateway-cost-usd") == "unknown"
+        assert (await totals(env)).committed == 0
