@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from starlette.requests import Request
@@ -107,8 +108,6 @@ def admin_routes(gateway: Gateway) -> list[Route]:
 
 def topup_amount(value: Any) -> int:
     """A top-up in USD (a positive number, at most a million) as integer micro-USD."""
-    from decimal import ROUND_HALF_UP, Decimal
-
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)

@@ -14,7 +14,10 @@ from typing import Any
 
 import anyio
 
+from gateway_kit.api._common import ApiError
+from gateway_kit.api.admin import topup_amount
 from gateway_kit.config import load_config
+from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.gateway import Gateway
 from gateway_kit.keys import ApiKey
 
@@ -163,8 +166,6 @@ async def _revoke_key(gateway: Gateway, args: argparse.Namespace) -> dict[str, A
 
 
 async def _require_workspace(gateway: Gateway, workspace_id: str) -> None:
-    from gateway_kit.exceptions import NotFoundError
-
     if await gateway.workspaces.get(workspace_id) is None:
         raise NotFoundError(f"no workspace {workspace_id}")
 
@@ -179,10 +180,6 @@ async def _show_wallet(gateway: Gateway, args: argparse.Namespace) -> dict[str, 
 
 
 async def _topup(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
-    from gateway_kit.api._common import ApiError
-    from gateway_kit.api.admin import topup_amount
-    from gateway_kit.exceptions import InvalidRequestError
-
     await _require_workspace(gateway, args.workspace)
     try:
         amount = topup_amount(args.amount)
