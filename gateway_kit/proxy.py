@@ -110,7 +110,7 @@ class ChatCompletionsEndpoint:
             ctx.timings["upstream"] = time.perf_counter() - started
             billable = 200 <= response.status < 300
             headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
-            if response.events is None or meter is None:
+            if response.events is None:
                 if billable:
                     usage = usage_of_body(response.body)
                     ctx.cost = costs.of(
@@ -127,6 +127,8 @@ class ChatCompletionsEndpoint:
                 )
                 return
             try:
+                # A provider that streams unasked is relayed as it is, its usage read not cut.
+                meter = meter or StreamMeter(strip_usage=False)
                 await self._relay_stream(ctx, route, call, response, headers, send, meter)
             finally:
                 if response.close is not None:
