@@ -11,7 +11,14 @@ from typing import Any
 import anyio
 import httpx
 
-from gateway_kit import Gateway, GatewayConfig, ModelConfig, ProviderConfig
+from gateway_kit import (
+    Gateway,
+    GatewayConfig,
+    MemoryStorage,
+    ModelConfig,
+    ProviderConfig,
+    StorageError,
+)
 from gateway_kit.config import AuthConfig, StorageConfig
 
 #: In-memory state and no API keys: for tests of the proxy itself.
@@ -226,3 +233,14 @@ async def provisioned(
                 workspace.id,
                 made.secret,
             )
+
+
+class BreakableStorage(MemoryStorage):
+    """Memory storage whose counters fail (``StorageError``) while ``broken`` is set."""
+
+    broken = False
+
+    async def incr_many(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken:
+            raise StorageError("storage is down")
+        return await super().incr_many(*args, **kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -120,3 +121,21 @@ def number_field(
             param=name,
         )
     return float(value)
+
+
+def micro_usd_field(value: Any, name: str, *, high: int, positive: bool = False) -> int:
+    """A USD amount from JSON (a number, ``0``/above ``0`` to ``high``) as integer micro-USD,
+    rounded half up; a 400 naming the field otherwise."""
+    bounds = f"above 0 and at most {high:,}" if positive else f"from 0 to {high:,}"
+    invalid = ApiError(
+        400, f"'{name}' must be a number of US dollars {bounds}.", code="invalid_value", param=name
+    )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid
+    amount = Decimal(str(value))
+    if not amount.is_finite() or amount < 0 or (positive and amount == 0) or amount > high:
+        raise invalid
+    micro = int((amount * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))
+    if positive and micro <= 0:
+        raise ApiError(400, f"'{name}' is below a micro-dollar.", code="invalid_value", param=name)
+    return micro

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway_kit.api._common import ApiError, check_fields, json_body, json_response
+from gateway_kit.api._common import (
+    ApiError,
+    check_fields,
+    json_body,
+    json_response,
+    micro_usd_field,
+)
 from gateway_kit.gateway import Gateway
 
 #: The largest single top-up: a million dollars.
@@ -108,23 +113,7 @@ def admin_routes(gateway: Gateway) -> list[Route]:
 
 def topup_amount(value: Any) -> int:
     """A top-up in USD (a positive number, at most a million) as integer micro-USD."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (0 < value <= MAX_TOPUP_USD)
-    ):
-        raise ApiError(
-            400,
-            f"'amount_usd' must be a number of US dollars above 0 and at most {MAX_TOPUP_USD:,}.",
-            code="invalid_value",
-            param="amount_usd",
-        )
-    micro = int((Decimal(str(value)) * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))
-    if micro <= 0:
-        raise ApiError(
-            400, "'amount_usd' is below a micro-dollar.", code="invalid_value", param="amount_usd"
-        )
-    return micro
+    return micro_usd_field(value, "amount_usd", high=MAX_TOPUP_USD, positive=True)
 
 
 def _text(body: dict[str, Any], name: str, default: str) -> str:

@@ -9,14 +9,20 @@ Amounts are USD as JSON numbers, kept as integer micro-USD (rounded half up to t
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway_kit.api._common import ApiError, check_fields, json_body, json_response, principal_of
+from gateway_kit.api._common import (
+    ApiError,
+    check_fields,
+    json_body,
+    json_response,
+    micro_usd_field,
+    principal_of,
+)
 from gateway_kit.events import usd
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.budget import BudgetPolicy, Verdict
@@ -24,7 +30,7 @@ from gateway_kit.periods import period_at
 from gateway_kit.spend import BudgetSettings, effective_cap
 
 #: The largest cap accepted: a billion dollars.
-MAX_USD = Decimal(1_000_000_000)
+MAX_USD = 1_000_000_000
 
 
 async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
@@ -79,7 +85,11 @@ def budget_routes(gateway: Gateway) -> list[Route]:
             current = await gateway.ledger.settings(workspace_id)
             cap = current.cap_micro_usd
             if "cap_usd" in body:
-                cap = None if body["cap_usd"] is None else _micro(body["cap_usd"], "cap_usd")
+                cap = (
+                    None
+                    if body["cap_usd"] is None
+                    else micro_usd_field(body["cap_usd"], "cap_usd", high=MAX_USD)
+                )
             key_caps = dict(current.key_caps)
             if "key_caps" in body:
                 changes = body["key_caps"]
@@ -102,7 +112,9 @@ def budget_routes(gateway: Gateway) -> list[Route]:
                     if amount is None:
                         key_caps.pop(key_id, None)
                     else:
-                        key_caps[key_id] = _micro(amount, f"key_caps.{key_id}")
+                        key_caps[key_id] = micro_usd_field(
+                            amount, f"key_caps.{key_id}", high=MAX_USD
+                        )
         except ApiError as exc:
             return exc.response()
         await gateway.ledger.save_settings(workspace_id, BudgetSettings(cap, key_caps))
@@ -110,21 +122,3 @@ def budget_routes(gateway: Gateway) -> list[Route]:
 
     path = "/workspaces/{workspace_id}/budget"
     return [Route(path, read, methods=["GET"]), Route(path, update, methods=["PATCH"])]
-
-
-def _micro(value: Any, name: str) -> int:
-    """A USD amount from JSON as integer micro-USD, or a 400 naming the field."""
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidOperation
-        amount = Decimal(str(value))
-        if not amount.is_finite() or not 0 <= amount <= MAX_USD:
-            raise InvalidOperation
-    except InvalidOperation:
-        raise ApiError(
-            400,
-            f"'{name}' must be a number of US dollars from 0 to {MAX_USD:,}.",
-            code="invalid_value",
-            param=name,
-        ) from None
-    return int((amount * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))

@@ -247,12 +247,7 @@ class BudgetMiddleware:
             return "budget"
         if not enforce:
             return reservation, headers, None
-        verdict: Verdict = "ok"
-        if cap is not None:
-            verdict = self._policy.verdict(committed, cap)
-            for alert in _ALERTS:
-                if committed >= self._policy.threshold(alert, cap) + (alert == "block"):
-                    await self._alert(workspace_id, period, alert, committed, cap)
+        verdict = await self._verdict(workspace_id, period, committed, cap)
         if verdict == "downgrade" and target is None:
             verdict = "warn"
         if (downgrade or verdict == "downgrade") and target is not None:
@@ -274,13 +269,19 @@ class BudgetMiddleware:
     ) -> list[tuple[bytes, bytes]]:
         """Monitor mode: what enforcing would have done, as a header; nothing is held."""
         committed = await self._gateway.ledger.committed(workspace_id, period) + estimate
-        verdict: Verdict = "ok"
-        if cap is not None:
-            verdict = self._policy.verdict(committed, cap)
-            for alert in _ALERTS:
-                if committed >= self._policy.threshold(alert, cap) + (alert == "block"):
-                    await self._alert(workspace_id, period, alert, committed, cap)
+        verdict = await self._verdict(workspace_id, period, committed, cap)
         return [] if verdict == "ok" else [(b"x-gateway-budget", f"would-{verdict}".encode())]
+
+    async def _verdict(
+        self, workspace_id: str, period: Period, committed: int, cap: int | None
+    ) -> Verdict:
+        """The band ``committed`` falls in; ``budget.alert`` for each threshold it reached."""
+        if cap is None:
+            return "ok"
+        for alert in _ALERTS:
+            if committed >= self._policy.threshold(alert, cap) + (alert == "block"):
+                await self._alert(workspace_id, period, alert, committed, cap)
+        return self._policy.verdict(committed, cap)
 
     async def _refuse(self, send: Send, reason: str) -> None:
         if reason == "wallet":

@@ -11,11 +11,18 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway_kit import MemoryStorage, StorageError
 from gateway_kit.bus import EventRecorder
 from gateway_kit.periods import period_at
 from gateway_kit.tokens import estimate_prompt_tokens
-from tests.fakes import COMPLETION, DONE, Env, ScriptedStream, chunk, provisioned
+from tests.fakes import (
+    COMPLETION,
+    DONE,
+    BreakableStorage,
+    Env,
+    ScriptedStream,
+    chunk,
+    provisioned,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -189,15 +196,6 @@ async def test_no_overspend_and_no_leak_under_concurrency() -> None:
         assert statuses[402] >= 90
         # Every threshold was crossed by concurrent requests: each alert still went out once.
         assert sorted(alerts(recorder)) == ["block", "downgrade", "warn"]
-
-
-class BreakableStorage(MemoryStorage):
-    broken = False
-
-    async def incr_many(self, *args: Any, **kwargs: Any) -> Any:
-        if self.broken:
-            raise StorageError("storage is down")
-        return await super().incr_many(*args, **kwargs)
 
 
 @pytest.mark.parametrize(

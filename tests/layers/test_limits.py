@@ -6,9 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway_kit import StorageError
-from gateway_kit.storage import MemoryStorage
-from tests.fakes import provisioned
+from tests.fakes import BreakableStorage, provisioned
 
 pytestmark = pytest.mark.anyio
 
@@ -133,15 +131,6 @@ async def test_monitor_mode_never_blocks_but_says_what_it_would_do() -> None:
         assert statuses == [200] * 4
         fourth = await env.chat()
         assert fourth.headers["x-gateway-limits"] == "would-block=rate_limit_exceeded"
-
-
-class BreakableStorage(MemoryStorage):
-    broken = False
-
-    async def incr_many(self, *args: Any, **kwargs: Any) -> Any:
-        if self.broken:
-            raise StorageError("storage is down")
-        return await super().incr_many(*args, **kwargs)
 
 
 @pytest.mark.parametrize(("on_error", "status"), [("open", 200), ("closed", 503)])
