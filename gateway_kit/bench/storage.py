@@ -17,7 +17,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -61,23 +60,11 @@ async def _rate(op: Op, seconds: float, concurrency: int) -> float:
 
 @asynccontextmanager
 async def count_round_trips(url: str, *, prefix: str) -> AsyncIterator[tuple[Storage, Counter]]:
-    """A ``RedisStorage`` whose connections count the requests they write, and the count."""
-    from redis.asyncio import BlockingConnectionPool, Redis
-    from redis.asyncio.connection import Connection
-
+    """A ``RedisStorage`` and a count of the script round trips it has made."""
     from gateway_kit.storage.redis import RedisStorage
 
-    sent = 0
-
-    class CountingConnection(Connection):
-        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-            nonlocal sent
-            sent += 1
-            await super().send_packed_command(command, check_health)
-
-    pool = BlockingConnectionPool.from_url(url, connection_class=CountingConnection)
-    async with Redis.from_pool(pool) as client:
-        yield RedisStorage.from_client(client, prefix=prefix), lambda: sent
+    async with RedisStorage(url, prefix=prefix) as storage:
+        yield storage, lambda: storage.round_trips
 
 
 async def _admission_round_trips(url: str, prefix: str) -> float:

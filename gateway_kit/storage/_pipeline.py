@@ -1,5 +1,7 @@
-"""Auto-pipelining for ``RedisStorage``: script calls made in the same event-loop tick go out
-together, as one non-transactional pipeline.
+"""Auto-pipelining through redis-py for ``RedisStorage``: script calls made in the same
+event-loop tick go out together, as one non-transactional pipeline. This is the path for clients
+whose connections ``ScriptChannel`` cannot open itself (Sentinel, credential providers, custom
+connection classes); the others go through the channel, which is cheaper per call.
 
 Each operation is still one atomic script and one round trip for its caller; what is shared is
 the socket write, the read and redis-py's per-command machinery, which at 32 concurrent
@@ -41,6 +43,8 @@ class AutoPipeline:
         self._scheduled = False
         # Running batches, referenced so the loop cannot collect them mid-flight.
         self._running: set[asyncio.Task[None]] = set()
+        #: Batches sent so far; each costs one round trip.
+        self.round_trips = 0
 
     async def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
         loop = asyncio.get_running_loop()
@@ -60,6 +64,7 @@ class AutoPipeline:
             task.add_done_callback(self._running.discard)
 
     async def _send(self, batch: list[_Call]) -> None:
+        self.round_trips += 1
         if len(batch) == 1:
             await self._send_one(batch[0])
             return

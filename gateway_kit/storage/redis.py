@@ -14,6 +14,7 @@ from redis.exceptions import RedisError, ResponseError
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import _redis_lua as lua
 from gateway_kit.storage._pipeline import AutoPipeline
+from gateway_kit.storage._redis_channel import ScriptChannel
 from gateway_kit.storage.base import (
     THROTTLED,
     ClaimedItem,
@@ -118,12 +119,22 @@ class RedisStorage(Storage):
         self._client = client
         self._prefix = prefix
         self._owned = owned
-        # redis-py runs each with EVALSHA, loading it again after a NOSCRIPT.
+        # Scripts run with EVALSHA, loaded again after a NOSCRIPT; over one multiplexed
+        # connection when the channel can open it like redis-py would, else through redis-py.
         scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
-        self._pipeline = AutoPipeline(client, scripts, _errors)
+        self._scripts: ScriptChannel | AutoPipeline = ScriptChannel.open_like(
+            client.connection_pool.make_connection(),  # type: ignore[no-untyped-call]
+            {name: (script.sha, lua.SCRIPTS[name]) for name, script in scripts.items()},
+            _errors,
+        ) or AutoPipeline(client, scripts, _errors)
 
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return await self._pipeline.call(name, keys, args)
+        return await self._scripts.call(name, keys, args)
+
+    @property
+    def round_trips(self) -> int:
+        """Script round trips made so far (a diagnostic: calls of one tick share one)."""
+        return self._scripts.round_trips
 
     def __repr__(self) -> str:
         return f"RedisStorage(prefix={self._prefix!r})"
@@ -300,7 +311,7 @@ class RedisStorage(Storage):
         return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
 
     async def aclose(self) -> None:
-        await self._pipeline.aclose()
+        await self._scripts.aclose()
         if self._owned:
             with _errors("close"):
                 await self._client.aclose()

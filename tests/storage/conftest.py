@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import redis
@@ -65,6 +66,63 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
             time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class PrivateRedis:
+    """A throwaway Redis reachable over TLS, a Unix socket and a user with a password."""
+
+    tls_url: str
+    unix_url: str
+    user_url: str
+    plain_port: int
+
+
+@pytest.fixture(scope="session")
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    server, openssl = shutil.which("redis-server"), shutil.which("openssl")
+    if server is None or openssl is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server and openssl are needed: CI must run the TLS tests")
+        pytest.skip("redis-server or openssl is not installed")
+    workdir = tmp_path_factory.mktemp("private-redis")
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    plain, tls, sock = _free_port(), _free_port(), workdir / "redis.sock"
+    proc = subprocess.Popen(
+        [server, "--port", str(plain), "--bind", "127.0.0.1", "--tls-port", str(tls),
+         "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+         "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no",
+         "--unixsocket", str(sock), "--dir", str(workdir), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=plain, socket_connect_timeout=1)
+    try:
+        for _ in range(100):
+            if proc.poll() is not None:
+                pytest.fail(f"the private Redis exited at start-up (code {proc.returncode})")
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        client.acl_setuser("gk", enabled=True, passwords=["+s3cret-pw"], keys=["*"],
+                           commands=["+@all"])  # fmt: skip
+        yield PrivateRedis(
+            tls_url=f"rediss://localhost:{tls}/2?ssl_ca_certs={cert}",
+            unix_url=f"unix://{sock}?db=3",
+            user_url=f"redis://gk:s3cret-pw@127.0.0.1:{plain}/4",
+            plain_port=plain,
+        )
     finally:
         client.close()
         proc.terminate()
