@@ -148,9 +148,12 @@ class BudgetMiddleware:
             if self._mode != "off":
                 cap, key_cap = await self._caps(workspace_id, key_id)
             if cap is not None or key_cap is not None or billing:
-                outcome = await self._reserve(
-                    workspace_id, key_id, period, model, payload, cap, key_cap, billing
-                )
+                # Shielded: a reservation that ran in storage must come back here to be
+                # settled, even if the request is cancelled while its reply is on the way.
+                with anyio.CancelScope(shield=True):
+                    outcome = await self._reserve(
+                        workspace_id, key_id, period, model, payload, cap, key_cap, billing
+                    )
                 if isinstance(outcome, str):
                     await self._refuse(send, outcome)
                     return

@@ -13,6 +13,7 @@ import pytest
 
 from gateway_kit.bus import EventRecorder
 from gateway_kit.periods import period_at
+from gateway_kit.storage import MemoryStorage
 from gateway_kit.tokens import estimate_prompt_tokens
 from tests.fakes import (
     COMPLETION,
@@ -229,3 +230,39 @@ async def test_a_model_without_a_price_is_served_and_says_so() -> None:
         assert response.headers.get("x-gateway-budget") == "unpriced"
         assert response.headers.get("x-gateway-cost-usd") == "unknown"
         assert (await totals(env)).committed == 0
+
+
+class SlowReplyStorage(MemoryStorage):
+    """Reservations are applied at once, but their reply is held until ``reply`` is set: a
+    script that ran in Redis while its answer is still on the wire."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.applied = anyio.Event()
+        self.reply = anyio.Event()
+
+    async def incr_many(self, increments: Any, **kwargs: Any) -> Any:
+        result = await super().incr_many(increments, **kwargs)
+        if any(inc.key.endswith(":reserved") and inc.amount > 0 for inc in increments):
+            self.applied.set()
+            await self.reply.wait()
+        return result
+
+
+async def test_a_request_cancelled_while_reserving_still_settles() -> None:
+    # A server that cancels the app when the client leaves, or a timeout around the app.
+    async with provisioned("capped", storage_class=SlowReplyStorage, **config()) as env:
+        env.upstream.delay = 30  # the cancellation lands after the reservation, mid-request
+        scope = anyio.CancelScope()
+
+        async def request() -> None:
+            with scope:
+                await env.chat(messages=HELLO)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(request)
+            await env.storage.applied.wait()
+            scope.cancel()
+            env.storage.reply.set()
+        assert scope.cancelled_caught
+        assert (await totals(env)).reserved == 0
