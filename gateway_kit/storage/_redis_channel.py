@@ -239,9 +239,10 @@ class ScriptChannel:
 
     async def _open(self) -> _Link:
         # Callers arriving while it opens share the one attempt; each may leave on its own.
-        if self._opening is None:
-            self._opening = asyncio.ensure_future(self._connect())
-        return await asyncio.shield(self._opening)
+        opening = self._opening
+        if opening is None or opening.get_loop() is not asyncio.get_running_loop():
+            opening = self._opening = asyncio.ensure_future(self._connect())
+        return await asyncio.shield(opening)
 
     async def _connect(self) -> _Link:
         point = self._endpoint
@@ -273,13 +274,17 @@ class ScriptChannel:
                 f"Error connecting to the Redis server: {exc.strerror or type(exc).__name__}"
             ) from None
         finally:
-            self._opening = None
+            if self._opening is asyncio.current_task():
+                self._opening = None
 
     def forget(self, link: _Link) -> None:
         if self._link is link:
             self._link = None
 
     async def aclose(self) -> None:
+        opening = self._opening
+        if opening is not None and opening.get_loop() is asyncio.get_running_loop():
+            await asyncio.wait([opening])  # let it finish, so that its connection closes too
         link, self._link = self._link, None
         if link is not None:
             await link.close()

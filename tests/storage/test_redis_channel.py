@@ -169,6 +169,26 @@ async def test_cancelled_callers_never_shift_the_replies_of_the_others(
             assert (await storage.incr(f"ws_{index}:c", 1)).value == 11 + index
 
 
+async def test_closing_while_connecting_leaves_no_connection_open(
+    redis_url: str, redis_prefix: str
+) -> None:
+    name = f"gk-closing-{uuid.uuid4().hex[:8]}"
+    storage = RedisStorage(f"{redis_url}?client_name={name}", prefix=redis_prefix)
+
+    async def incr() -> None:
+        with contextlib.suppress(StorageError):
+            await storage.incr("ws_1:c", 1)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(incr)
+        await anyio.lowlevel.checkpoint()  # the connection is being opened
+        await storage.aclose()
+    async with Redis.from_url(redis_url) as client:
+        with anyio.fail_after(5):  # the server sees the close a moment later
+            while any(c["name"] == name for c in await client.client_list()):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+
+
 @pytest.mark.parametrize("way", ["tls_url", "unix_url", "user_url"])
 async def test_scripts_run_over_tls_a_unix_socket_and_as_a_user(
     private_redis: PrivateRedis, way: str
