@@ -27,6 +27,7 @@ __all__ = [
     "check_seconds",
     "check_time",
     "check_value",
+    "partition_of",
 ]
 
 #: The longest key, queue name, item id or map field, in UTF-8 bytes.
@@ -71,6 +72,11 @@ def check_key(key: object) -> str:
     return partition
 
 
+def partition_of(key: str) -> str:
+    """The partition of a key already checked (an ``Increment``'s or a ``Throttle``'s)."""
+    return key.partition(":")[0]
+
+
 def check_queue(queue: object) -> str:
     """A queue name: like an item id, without braces."""
     name = check_name(queue, "queue name")
@@ -79,13 +85,14 @@ def check_queue(queue: object) -> str:
 
 
 def check_batch(increments: Sequence[Increment], throttle: Throttle | None) -> None:
-    """An ``incr_many`` spans one partition and names each key once."""
+    """An ``incr_many`` spans one partition and names each key once. (Each key was checked
+    when its ``Increment`` or ``Throttle`` was made.)"""
     keys = [inc.key for inc in increments]
     if throttle is not None:
         keys.append(throttle.key)
     if len(set(keys)) != len(keys):
         raise InvalidKeyError("incr_many names the same key twice")
-    partitions = {check_key(key) for key in keys}
+    partitions = {partition_of(key) for key in keys}
     if len(partitions) > 1:
         raise InvalidKeyError(
             f"incr_many spans several partitions ({', '.join(sorted(partitions))}): "

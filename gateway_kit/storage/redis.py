@@ -37,6 +37,7 @@ from gateway_kit.storage.checks import (
     check_seconds,
     check_time,
     check_value,
+    partition_of,
 )
 
 __all__ = ["RedisStorage"]
@@ -140,7 +141,12 @@ class RedisStorage(Storage):
         return f"RedisStorage(prefix={self._prefix!r})"
 
     def _key(self, key: str) -> str:
-        partition = check_key(key)
+        check_key(key)
+        return self._tagged(key)
+
+    def _tagged(self, key: str) -> str:
+        """A checked key (an ``Increment``'s or ``Throttle``'s) as stored, hash tag and all."""
+        partition = partition_of(key)
         return f"{self._prefix}{{{partition}}}{key[len(partition) :]}"
 
     def _queue(self, queue: str) -> list[str]:
@@ -191,7 +197,7 @@ class RedisStorage(Storage):
     ) -> IncrManyResult:
         incs = list(increments)
         check_batch(incs, throttle)
-        keys = [self._key(inc.key) for inc in incs]
+        keys = [self._tagged(inc.key) for inc in incs]
         args: list[Any] = [len(incs)]
         for inc in incs:
             # Bounds on the current value, exact in Python: Lua only compares decimal strings.
@@ -201,7 +207,7 @@ class RedisStorage(Storage):
             args += [inc.amount, refuse_above, INT64_MAX - inc.amount, INT64_MIN - inc.amount]
             args.append(_ms(inc.ttl))
         if throttle is not None:
-            keys.append(self._key(throttle.key))
+            keys.append(self._tagged(throttle.key))
             args += [throttle.interval_us, throttle.capacity, throttle.cost]
         reply = await self._script("incr_many", keys, args)
         refused, throttled, allowed, remaining, retry_us, reset_us, *values = reply
