@@ -178,7 +178,8 @@ class _Link(asyncio.Protocol):
         while self._waiting:
             future, _ = self._waiting.popleft()
             if not future.done():
-                future.set_exception(exc)
+                # One instance each: a shared one would gather every caller's traceback.
+                future.set_exception(type(exc)(*exc.args))
 
     async def close(self) -> None:
         """Let the replies under way arrive, then close."""

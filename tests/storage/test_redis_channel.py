@@ -257,3 +257,26 @@ async def test_a_client_with_its_own_connection_class_keeps_it_for_scripts(
         assert (await storage.incr("ws_1:c", 1)).value == 1
         assert _OwnConnection.sent > before
         assert not isinstance(storage._scripts, ScriptChannel)
+
+
+async def test_each_call_on_a_lost_connection_gets_an_error_of_its_own(
+    proxy: _Proxy, redis_url: str, redis_prefix: str
+) -> None:
+    async with RedisStorage(_through(proxy, redis_url), prefix=redis_prefix) as storage:
+        await storage.incr("ws_0:warm", 1)
+        proxy.hold()
+        causes: list[BaseException | None] = []
+
+        async def incr(index: int) -> None:
+            try:
+                await storage.incr(f"ws_{index}:c", 1)
+            except StorageError as exc:
+                causes.append(exc.__cause__)
+
+        async with anyio.create_task_group() as tasks:
+            for index in range(3):
+                tasks.start_soon(incr, index)
+            await _until_stored(redis_url, f"{redis_prefix}{{ws_2}}:c")
+            proxy.cut()
+        assert len(causes) == 3
+        assert len({id(cause) for cause in causes}) == 3
