@@ -14,8 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway_kit import Gateway, GatewayConfig, create_app
-from gateway_kit.config import AuthConfig, StorageConfig
+from gateway_kit import AuthConfig, Gateway, GatewayConfig, StorageConfig, create_app
 
 # The offline mock, state in memory, and no API keys: an internal service behind its own auth.
 # In real life: Gateway(load_config("gateway.toml")); examples/fastapi_limits.py shows keys.

@@ -18,10 +18,15 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI, Request
 
-from gateway_kit import Gateway, GatewayConfig, get_context
-from gateway_kit.config import PlanConfig, StorageConfig
-from gateway_kit.layers.auth import AuthMiddleware
-from gateway_kit.layers.limits import LimitsMiddleware
+from gateway_kit import (
+    AuthMiddleware,
+    Gateway,
+    GatewayConfig,
+    LimitsMiddleware,
+    PlanConfig,
+    StorageConfig,
+    get_context,
+)
 
 gateway = Gateway(
     GatewayConfig(

@@ -8,26 +8,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway_kit._asgi import (
-    Principal,
-    RequestContext,
-    get_context,
-)
+from gateway_kit.accounts.keys import Principal
 from gateway_kit.app import (
     create_app,
 )
+from gateway_kit.chat.endpoint import ChatCompletionsEndpoint
 from gateway_kit.config import (
+    AdminConfig,
+    AuthConfig,
+    BudgetConfig,
+    CostConfig,
     GatewayConfig,
+    LimitsConfig,
+    Mode,
     ModelConfig,
+    OnError,
+    PaymentsConfig,
+    PlanConfig,
+    PriceConfig,
     ProviderConfig,
     ServerConfig,
+    StorageConfig,
+    WebhooksConfig,
     load_config,
 )
-from gateway_kit.cost import (
-    Costs,
-    RequestCost,
-)
-from gateway_kit.events import (
+from gateway_kit.cost.costs import Costs, RequestCost
+from gateway_kit.cost.pricing import ModelPrice, PriceTable
+from gateway_kit.cost.tokens import OutputEstimator, estimate_prompt_tokens, estimate_text_tokens
+from gateway_kit.cost.usage import Usage
+from gateway_kit.events.models import (
     EVENT_TYPES,
     BudgetAlertData,
     Event,
@@ -80,10 +89,7 @@ from gateway_kit.payments import (
     sign_stripe_payload,
     verify_stripe_event,
 )
-from gateway_kit.pricing import (
-    ModelPrice,
-    PriceTable,
-)
+from gateway_kit.pipeline.context import RequestContext, get_context
 from gateway_kit.providers.base import (
     ChatCall,
     ChatResponse,
@@ -94,9 +100,6 @@ from gateway_kit.providers.mock import (
 )
 from gateway_kit.providers.openai import (
     OpenAIProvider,
-)
-from gateway_kit.proxy import (
-    ChatCompletionsEndpoint,
 )
 from gateway_kit.stack import (
     build_chat_stack,
@@ -113,14 +116,6 @@ from gateway_kit.storage import (
     Throttle,
     ThrottleResult,
     storage_from_url,
-)
-from gateway_kit.tokens import (
-    OutputEstimator,
-    estimate_prompt_tokens,
-    estimate_text_tokens,
-)
-from gateway_kit.usage import (
-    Usage,
 )
 from gateway_kit.webhooks.signing import (
     generate_secret,
@@ -139,8 +134,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EVENT_TYPES",
+    "AdminConfig",
+    "AuthConfig",
     "AuthMiddleware",
     "BudgetAlertData",
+    "BudgetConfig",
     "BudgetMiddleware",
     "BudgetPolicy",
     "ChatCall",
@@ -148,6 +146,7 @@ __all__ = [
     "ChatResponse",
     "ClaimedItem",
     "ConfigError",
+    "CostConfig",
     "Costs",
     "DeadItem",
     "Event",
@@ -163,19 +162,25 @@ __all__ = [
     "InvalidKeyError",
     "InvalidRequestError",
     "KeyRotatedData",
+    "LimitsConfig",
     "LimitsMiddleware",
     "LowBalanceData",
     "MemoryStorage",
     "MockProvider",
+    "Mode",
     "ModelConfig",
     "ModelPrice",
     "ModelRoute",
     "NotFoundError",
+    "OnError",
     "OpenAIProvider",
     "OutputEstimator",
     "PaymentFailedData",
     "PaymentNotice",
     "PaymentSucceededData",
+    "PaymentsConfig",
+    "PlanConfig",
+    "PriceConfig",
     "PriceTable",
     "Principal",
     "Provider",
@@ -190,6 +195,7 @@ __all__ = [
     "ServerConfig",
     "SignatureError",
     "Storage",
+    "StorageConfig",
     "StorageError",
     "TelemetryMiddleware",
     "Throttle",
@@ -199,6 +205,7 @@ __all__ = [
     "UpstreamUnavailableError",
     "Usage",
     "WebhookStaleData",
+    "WebhooksConfig",
     "__version__",
     "build_chat_stack",
     "create_app",

@@ -16,22 +16,22 @@ from typing import Self
 import anyio
 import httpx
 
-from gateway_kit.bus import EventBus
+from gateway_kit.accounts.keys import Keys
+from gateway_kit.accounts.spend import Ledger
+from gateway_kit.accounts.wallet import Wallet
+from gateway_kit.accounts.workspaces import Workspaces
 from gateway_kit.config import GatewayConfig, ProviderConfig
-from gateway_kit.cost import Costs
+from gateway_kit.cost.costs import Costs
+from gateway_kit.events.bus import EventBus
 from gateway_kit.exceptions import ConfigError, GatewayError
-from gateway_kit.keys import Keys
 from gateway_kit.providers.base import Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
-from gateway_kit.spend import Ledger
 from gateway_kit.storage import Storage, storage_from_url
-from gateway_kit.wallet import Wallet
 from gateway_kit.webhooks.emitter import WebhookEmitter
 from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
 from gateway_kit.webhooks.store import WebhookStore
 from gateway_kit.webhooks.worker import DeliveryWorker
-from gateway_kit.workspaces import Workspaces
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,11 @@ differently; the standalone gateway always uses this order.
 from __future__ import annotations
 
 from gateway_kit._asgi import ASGIApp
+from gateway_kit.chat.endpoint import ChatCompletionsEndpoint
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.budget import BudgetMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
-from gateway_kit.proxy import ChatCompletionsEndpoint
 
 #: The chat route's layers, outermost first. Each takes ``(app, *, gateway=...)``.
 CHAT_LAYERS = (AuthMiddleware, LimitsMiddleware, BudgetMiddleware)

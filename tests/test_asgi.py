@@ -12,20 +12,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from gateway_kit._asgi import (
-    CONTEXT_KEY,
-    BodyTooLarge,
-    CancelOnDisconnect,
-    ClientDisconnected,
-    Message,
-    ResponseTracker,
-    SSEFramer,
-    get_context,
-    read_body,
-    replace_json,
-    send_error,
-    sse_data,
-)
+from gateway_kit._asgi import CancelOnDisconnect, Message, send_error
+from gateway_kit.pipeline.body import BodyTooLarge, ClientDisconnected, read_body, replace_json
+from gateway_kit.pipeline.context import CONTEXT_KEY, get_context
+from gateway_kit.pipeline.response import ResponseTracker
+from gateway_kit.sse import SSEFramer, sse_data
 
 pytestmark = pytest.mark.anyio
 
@@ -234,7 +225,7 @@ async def test_a_disconnect_cancels_the_block(
     asyncio_loop: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not asyncio_loop:  # the path other anyio backends (trio) take
-        monkeypatch.setattr("gateway_kit._asgi._asyncio_loop", lambda: None)
+        monkeypatch.setattr("gateway_kit._asgi.disconnect._asyncio_loop", lambda: None)
     gone = anyio.Event()
     reached_end = False
     with anyio.fail_after(5):

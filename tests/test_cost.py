@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway_kit.cost import usd_text
-from gateway_kit.usage import Usage
+from gateway_kit.cost.usage import Usage
 from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
 
 pytestmark = pytest.mark.anyio

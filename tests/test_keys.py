@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gateway_kit import MemoryStorage, NotFoundError
-from gateway_kit.bus import EventBus, EventRecorder
-from gateway_kit.keys import KEY_PATTERN, Keys, hash_key
+from gateway_kit.accounts.keys import KEY_PATTERN, Keys, hash_key
+from gateway_kit.events.bus import EventBus, EventRecorder
 from gateway_kit.testing import FakeClock
 
 pytestmark = pytest.mark.anyio

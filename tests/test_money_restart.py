@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from gateway_kit import Gateway, GatewayConfig, create_app, sign_stripe_payload
-from gateway_kit.periods import period_at
+from gateway_kit.accounts.periods import period_at
+from gateway_kit.cost.tokens import estimate_prompt_tokens
 from gateway_kit.testing import ASGIRecorder
-from gateway_kit.tokens import estimate_prompt_tokens
 from tests.fakes import COMPLETION, FakeUpstream
 
 pytestmark = pytest.mark.anyio

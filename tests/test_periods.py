@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway_kit.periods import period_at
+from gateway_kit.accounts.periods import period_at
 
 
 def ts(text: str) -> float:

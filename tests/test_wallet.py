@@ -13,11 +13,11 @@ import anyio
 import pytest
 
 from gateway_kit import MemoryStorage
-from gateway_kit.bus import EventRecorder
-from gateway_kit.periods import period_at
+from gateway_kit.accounts.periods import period_at
+from gateway_kit.cost.tokens import estimate_prompt_tokens
+from gateway_kit.events.bus import EventRecorder
 from gateway_kit.storage import Increment
 from gateway_kit.testing import RecordedResponse
-from gateway_kit.tokens import estimate_prompt_tokens
 from tests.fakes import COMPLETION, Env, provisioned
 
 pytestmark = pytest.mark.anyio

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from gateway_kit._asgi import Principal, error_body, get_context
+from gateway_kit._asgi import error_body
+from gateway_kit.accounts.keys import Principal
+from gateway_kit.cost.money import parse_usd
+from gateway_kit.exceptions import InvalidRequestError
+from gateway_kit.pipeline.context import get_context
 
 #: Management bodies are small; anything bigger is a mistake or an attack.
 MAX_BODY_BYTES = 64 * 1024
@@ -124,18 +127,9 @@ def number_field(
 
 
 def micro_usd_field(value: Any, name: str, *, high: int, positive: bool = False) -> int:
-    """A USD amount from JSON (a number, ``0``/above ``0`` to ``high``) as integer micro-USD,
-    rounded half up; a 400 naming the field otherwise."""
-    bounds = f"above 0 and at most {high:,}" if positive else f"from 0 to {high:,}"
-    invalid = ApiError(
-        400, f"'{name}' must be a number of US dollars {bounds}.", code="invalid_value", param=name
-    )
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise invalid
-    amount = Decimal(str(value))
-    if not amount.is_finite() or amount < 0 or (positive and amount == 0) or amount > high:
-        raise invalid
-    micro = int((amount * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))
-    if positive and micro <= 0:
-        raise ApiError(400, f"'{name}' is below a micro-dollar.", code="invalid_value", param=name)
-    return micro
+    """``parse_usd`` for a field of a JSON body: a 400 naming the field when it is not an
+    amount."""
+    try:
+        return parse_usd(value, name, high=high, positive=positive)
+    except InvalidRequestError as exc:
+        raise ApiError(400, str(exc), code="invalid_value", param=name) from None

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway_kit.accounts.wallet import MAX_TOPUP_USD
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -27,9 +28,6 @@ from gateway_kit.api._common import (
     micro_usd_field,
 )
 from gateway_kit.gateway import Gateway
-
-#: The largest single top-up: a million dollars.
-MAX_TOPUP_USD = 1_000_000
 
 
 def admin_routes(gateway: Gateway) -> list[Route]:
@@ -89,7 +87,9 @@ def admin_routes(gateway: Gateway) -> list[Route]:
             workspace_id = await workspace(request)
             body = await json_body(request)
             check_fields(body, ["amount_usd", "reference", "idempotency_key"])
-            amount = topup_amount(body.get("amount_usd"))
+            amount = micro_usd_field(
+                body.get("amount_usd"), "amount_usd", high=MAX_TOPUP_USD, positive=True
+            )
             reference = _text(body, "reference", "")
             key = _text(body, "idempotency_key", "") or secrets.token_hex(16)
         except ApiError as exc:
@@ -109,11 +109,6 @@ def admin_routes(gateway: Gateway) -> list[Route]:
         Route(base, update, methods=["PATCH"]),
         Route(base + "/topups", topup, methods=["POST"]),
     ]
-
-
-def topup_amount(value: Any) -> int:
-    """A top-up in USD (a positive number, at most a million) as integer micro-USD."""
-    return micro_usd_field(value, "amount_usd", high=MAX_TOPUP_USD, positive=True)
 
 
 def _text(body: dict[str, Any], name: str, default: str) -> str:

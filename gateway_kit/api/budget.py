@@ -15,6 +15,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway_kit.accounts.periods import period_at
+from gateway_kit.accounts.spend import (
+    BudgetBand,
+    BudgetSettings,
+    BudgetThresholds,
+    effective_cap,
+)
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -23,11 +30,8 @@ from gateway_kit.api._common import (
     micro_usd_field,
     principal_of,
 )
-from gateway_kit.events import usd
+from gateway_kit.events.models import usd
 from gateway_kit.gateway import Gateway
-from gateway_kit.layers.budget import BudgetPolicy, Verdict
-from gateway_kit.periods import period_at
-from gateway_kit.spend import BudgetSettings, effective_cap
 
 #: The largest cap accepted: a billion dollars.
 MAX_USD = 1_000_000_000
@@ -42,8 +46,8 @@ async def budget_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     plan = gateway.workspaces.plan(workspace) if workspace is not None else None
     cap, source = effective_cap(settings, plan.budget_usd if plan is not None else None)
     totals = await gateway.ledger.totals(workspace_id, period)
-    policy = BudgetPolicy.from_config(config)
-    verdict: Verdict = "ok"
+    policy = BudgetThresholds.from_config(config)
+    verdict: BudgetBand = "ok"
     if cap is not None:
         verdict = (
             "block"

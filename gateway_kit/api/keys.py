@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway_kit.accounts.keys import ApiKey
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -26,7 +27,6 @@ from gateway_kit.api._common import (
 )
 from gateway_kit.exceptions import NotFoundError
 from gateway_kit.gateway import Gateway
-from gateway_kit.keys import ApiKey
 
 #: Longest grace period for a rotated secret: a week.
 MAX_GRACE_S = 7 * 86400.0

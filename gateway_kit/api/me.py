@@ -10,11 +10,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway_kit.accounts.periods import period_at
+from gateway_kit.accounts.quota import quota_key
+from gateway_kit.accounts.spend import savings_key
 from gateway_kit.api._common import ApiError, principal_of
 from gateway_kit.gateway import Gateway
-from gateway_kit.layers.limits import quota_key
-from gateway_kit.periods import period_at
-from gateway_kit.spend import savings_key
 
 
 @dataclass(frozen=True, slots=True)

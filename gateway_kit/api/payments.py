@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway_kit.api._common import ApiError, json_response
-from gateway_kit.events import Event, PaymentFailedData, PaymentSucceededData, usd
+from gateway_kit.events.models import Event, PaymentFailedData, PaymentSucceededData, usd
 from gateway_kit.exceptions import SignatureError
 from gateway_kit.gateway import Gateway
 from gateway_kit.payments import PaymentNotice, parse_payment, verify_stripe_event

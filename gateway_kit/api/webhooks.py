@@ -32,7 +32,7 @@ from gateway_kit.api._common import (
     principal_of,
     string_field,
 )
-from gateway_kit.events import EVENT_TYPES, normalize_event_filter, sample_event
+from gateway_kit.events.models import EVENT_TYPES, normalize_event_filter, sample_event
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError, UnsafeURLError
 from gateway_kit.gateway import Gateway
 from gateway_kit.webhooks import delivery

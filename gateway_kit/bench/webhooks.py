@@ -43,7 +43,7 @@ import httpx
 from gateway_kit.bench._load import free_port, server_process
 from gateway_kit.bench._receiver import Key, serve_receiver
 from gateway_kit.config import GatewayConfig
-from gateway_kit.events import Event, sample_event
+from gateway_kit.events.models import Event, sample_event
 from gateway_kit.gateway import Gateway
 
 __all__ = ["main"]

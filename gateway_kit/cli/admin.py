@@ -14,12 +14,12 @@ from typing import Any
 
 import anyio
 
-from gateway_kit.api._common import ApiError
-from gateway_kit.api.admin import topup_amount
+from gateway_kit.accounts.keys import ApiKey
+from gateway_kit.accounts.wallet import MAX_TOPUP_USD
 from gateway_kit.config import load_config
+from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.gateway import Gateway
-from gateway_kit.keys import ApiKey
 
 Action = Callable[[Gateway, argparse.Namespace], Awaitable[Any]]
 
@@ -182,8 +182,8 @@ async def _show_wallet(gateway: Gateway, args: argparse.Namespace) -> dict[str, 
 async def _topup(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     await _require_workspace(gateway, args.workspace)
     try:
-        amount = topup_amount(args.amount)
-    except ApiError as exc:
+        amount = parse_usd(args.amount, "amount_usd", high=MAX_TOPUP_USD, positive=True)
+    except InvalidRequestError as exc:
         raise InvalidRequestError(str(exc).replace("'amount_usd'", "--amount")) from None
     key = args.idempotency_key or secrets.token_hex(16)
     balance = await gateway.wallet.credit(

@@ -15,18 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway_kit._asgi import (
-    ASGIApp,
-    Principal,
-    Receive,
-    Scope,
-    Send,
-    get_context,
-    header,
-    send_error,
-)
+from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header, send_error
+from gateway_kit.accounts.keys import Principal
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
+from gateway_kit.pipeline.context import get_context
 
 logger = logging.getLogger("gateway_kit.auth")
 

@@ -25,74 +25,31 @@ what it would have done; ``off`` only records spend and savings. Requests withou
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_FLOOR, Decimal
 from typing import Literal
 
 import anyio
 
-from gateway_kit._asgi import (
-    ASGIApp,
-    Message,
-    Receive,
-    Scope,
-    Send,
-    get_context,
-    send_error,
-)
-from gateway_kit.chat import RequestError, load_chat_request
-from gateway_kit.config import BudgetConfig
-from gateway_kit.cost import RequestCost
-from gateway_kit.events import BudgetAlertData, Event, usd
+from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, send_error
+from gateway_kit.accounts.periods import CurrentPeriod, Period
+from gateway_kit.accounts.spend import BudgetBand, BudgetThresholds, Reservation, effective_cap
+from gateway_kit.chat.request import RequestError, load_chat_request
+from gateway_kit.cost.costs import RequestCost
+from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.periods import CurrentPeriod, Period
-from gateway_kit.spend import Reservation, effective_cap
+from gateway_kit.pipeline.context import get_context
 from gateway_kit.storage import Increment
 
 __all__ = ["BudgetMiddleware", "BudgetPolicy", "Verdict"]
 
 logger = logging.getLogger("gateway_kit.budget")
 
-Verdict = Literal["ok", "warn", "downgrade", "block"]
+Verdict = BudgetBand
 _ALERTS: tuple[Literal["warn", "downgrade", "block"], ...] = ("warn", "downgrade", "block")
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetPolicy:
-    """The thresholds, as exact decimals: verdicts change at the exact micro-USD."""
-
-    warn_at: Decimal
-    downgrade_at: Decimal
-    block_at: Decimal
-
-    @classmethod
-    def from_config(cls, config: BudgetConfig) -> BudgetPolicy:
-        return cls(
-            Decimal(str(config.warn_at)),
-            Decimal(str(config.downgrade_at)),
-            Decimal(str(config.block_at)),
-        )
-
-    def threshold(self, verdict: Literal["warn", "downgrade", "block"], cap: int) -> int:
-        """The committed spend, in micro-USD, from which ``verdict`` applies (block: past it)."""
-        fraction = {"warn": self.warn_at, "downgrade": self.downgrade_at, "block": self.block_at}
-        return int((fraction[verdict] * cap).to_integral_value(rounding=ROUND_FLOOR))
-
-    def limit(self, cap: int) -> int:
-        """The most a workspace may commit: ``block_at`` of the cap."""
-        return self.threshold("block", cap)
-
-    def verdict(self, committed: int, cap: int) -> Verdict:
-        """The band ``committed`` falls in (a refused reservation is ``block`` by itself)."""
-        if committed > self.limit(cap):
-            return "block"
-        if committed >= self.threshold("downgrade", cap):
-            return "downgrade"
-        if committed >= self.threshold("warn", cap):
-            return "warn"
-        return "ok"
+BudgetPolicy = BudgetThresholds
 
 
 class BudgetMiddleware:

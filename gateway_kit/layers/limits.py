@@ -20,31 +20,21 @@ from typing import Literal
 
 import anyio
 
-from gateway_kit._asgi import (
-    ASGIApp,
-    Message,
-    Principal,
-    Receive,
-    Scope,
-    Send,
-    get_context,
-    send_error,
-)
+from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, send_error
 from gateway_kit._ttl import TTLMap
+from gateway_kit.accounts.keys import Principal
+from gateway_kit.accounts.periods import CurrentPeriod, Period
+from gateway_kit.accounts.quota import burst_key, quota_key
 from gateway_kit.config import PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.periods import CurrentPeriod, Period
+from gateway_kit.pipeline.context import get_context
 from gateway_kit.storage import THROTTLED, Increment, Throttle
 
 logger = logging.getLogger("gateway_kit.limits")
 
 #: Counters outlive their period by this much, so the last period stays readable.
 _KEEP_AFTER_PERIOD = 7 * 86400.0
-
-
-def quota_key(workspace_id: str, period: Period) -> str:
-    return f"{workspace_id}:quota:{period.id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +107,7 @@ class LimitsPolicy:
                 ttl=period.seconds + _KEEP_AFTER_PERIOD,
                 limit=None if plan.overage == "allow" else plan.included_requests,
             )
-            burst = Throttle(f"{workspace_id}:burst", limit=plan.burst_limit_rpm, period=60.0)
+            burst = Throttle(burst_key(workspace_id), limit=plan.burst_limit_rpm, period=60.0)
             operands = (counter, burst)
             self._operands.set(memo_key, operands)
         return operands

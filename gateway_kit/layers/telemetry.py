@@ -12,17 +12,8 @@ from __future__ import annotations
 import re
 import time
 
-from gateway_kit._asgi import (
-    CONTEXT_KEY,
-    ASGIApp,
-    Message,
-    Receive,
-    RequestContext,
-    Scope,
-    Send,
-    header,
-    new_request_id,
-)
+from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, header
+from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext, new_request_id
 
 _VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._:+=/-]{0,127}")
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import anyio
 
-from gateway_kit._asgi import sse_event
-from gateway_kit.chat import last_user_text, message_text
 from gateway_kit.providers.base import ChatCall, ChatResponse
+from gateway_kit.sse import sse_event
 
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream; charset=utf-8")]
@@ -48,7 +47,7 @@ class MockProvider:
         )
         tool_call = _tool_call(payload, completion_id)
         content = None if tool_call else _reply(payload)
-        prompt_tokens = sum(4 + count_tokens(message_text(m)) for m in payload.get("messages", []))
+        prompt_tokens = sum(4 + count_tokens(_message_text(m)) for m in payload.get("messages", []))
         completion_text = content if content is not None else json.dumps(tool_call)
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -139,8 +138,8 @@ class MockProvider:
 def _reply(payload: dict[str, Any]) -> str:
     messages = payload.get("messages", [])
     if messages and messages[-1].get("role") == "tool":
-        return f"Mock answer using the tool result: {message_text(messages[-1])[:200]}"
-    text = " ".join(last_user_text(payload).split())
+        return f"Mock answer using the tool result: {_message_text(messages[-1])[:200]}"
+    text = " ".join(_last_user_text(payload).split())
     quoted = text if len(text) <= 200 else text[:197] + "..."
     return f"This is a mock reply from gateway-kit to: {quoted}" if quoted else "Hello from mock."
 
@@ -193,3 +192,24 @@ def _words(text: str) -> list[str]:
 
 def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _last_user_text(payload: dict[str, Any]) -> str:
+    """The text of the last user message (parts joined), or ``""``."""
+    for message in reversed(payload.get("messages", [])):
+        if message.get("role") == "user":
+            return _message_text(message)
+    return ""
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""

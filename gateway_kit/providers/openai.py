@@ -11,9 +11,9 @@ from collections.abc import AsyncGenerator, Mapping
 
 import httpx
 
-from gateway_kit._asgi import SSEFramer
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.providers.base import ChatCall, ChatResponse
+from gateway_kit.sse import SSEFramer
 
 #: Upstream response headers worth handing to the client, renamed where ours would clash.
 _FORWARDED_HEADERS = {

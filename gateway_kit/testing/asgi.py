@@ -20,7 +20,8 @@ from typing import Any
 
 import anyio
 
-from gateway_kit._asgi import ASGIApp, Message, SSEFramer, sse_data
+from gateway_kit._asgi import ASGIApp, Message
+from gateway_kit.sse import SSEFramer, sse_data
 
 
 @dataclass(frozen=True, slots=True)

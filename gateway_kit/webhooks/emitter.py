@@ -16,7 +16,7 @@ from datetime import datetime
 
 import anyio
 
-from gateway_kit.events import Event, WebhookStaleData, format_timestamp
+from gateway_kit.events.models import Event, WebhookStaleData, format_timestamp
 from gateway_kit.storage import Storage
 from gateway_kit.webhooks.store import WebhookStore
 

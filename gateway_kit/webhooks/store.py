@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import anyio
 
-from gateway_kit.events import format_timestamp
+from gateway_kit.events.models import format_timestamp
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
 

@@ -32,9 +32,9 @@ import anyio.lowlevel
 import httpx
 from anyio.abc import TaskGroup
 
-from gateway_kit.bus import EventBus
 from gateway_kit.config import WebhooksConfig
-from gateway_kit.events import Event, WebhookStaleData
+from gateway_kit.events.bus import EventBus
+from gateway_kit.events.models import Event, WebhookStaleData
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import ClaimedItem, Storage
 from gateway_kit.webhooks import delivery

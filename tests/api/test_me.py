@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway_kit.spend import savings_key
+from gateway_kit.accounts.spend import savings_key
 from tests.fakes import provisioned
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ from genai_prices import Usage as GenaiUsage
 from genai_prices import calc_price
 from genai_prices.data_snapshot import find_provider_by_id, get_snapshot
 
-from gateway_kit.pricing import ModelPrice, PriceTable, _Resolved
-from gateway_kit.usage import Usage
+from gateway_kit.cost.pricing import ModelPrice, PriceTable, _Resolved
+from gateway_kit.cost.usage import Usage
 
 
 def at(text: str) -> float:
@@ -296,8 +296,8 @@ def test_pricing_never_touches_the_network() -> None:
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
 
-        from gateway_kit.pricing import PriceTable
-        from gateway_kit.usage import Usage
+        from gateway_kit.cost.pricing import PriceTable
+        from gateway_kit.cost.usage import Usage
 
         table = PriceTable()
         print(table.cost_micro_usd("gpt-4o", Usage(1000, 100), "openai"))

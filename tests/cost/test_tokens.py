@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway_kit.tokens import (
+from gateway_kit.cost.tokens import (
     FUNCTION_TOKENS,
     IMAGE_TOKENS,
     LOW_DETAIL_IMAGE_TOKENS,

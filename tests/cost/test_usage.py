@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from openai.types import CompletionUsage
 
-from gateway_kit.usage import Usage
+from gateway_kit.cost.usage import Usage
 
 
 def test_openai_cached_and_reasoning_tokens_are_parts_of_the_totals() -> None:

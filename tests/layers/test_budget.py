@@ -11,10 +11,10 @@ from typing import Any
 import anyio
 import pytest
 
-from gateway_kit.bus import EventRecorder
-from gateway_kit.periods import period_at
+from gateway_kit.accounts.periods import period_at
+from gateway_kit.cost.tokens import estimate_prompt_tokens
+from gateway_kit.events.bus import EventRecorder
 from gateway_kit.storage import MemoryStorage
-from gateway_kit.tokens import estimate_prompt_tokens
 from tests.fakes import (
     COMPLETION,
     DONE,
@@ -132,7 +132,7 @@ async def test_monitor_never_blocks_and_says_what_it_would_do() -> None:
 
 
 async def test_a_key_cap_applies_to_that_key_only() -> None:
-    from gateway_kit.spend import BudgetSettings
+    from gateway_kit.accounts.spend import BudgetSettings
 
     async with budgeted(cap=100 * COST) as (env, _):
         other = (await env.gateway.keys.create(env.workspace_id)).secret

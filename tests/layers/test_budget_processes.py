@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from gateway_kit import Gateway, load_config
-from gateway_kit.periods import period_at
+from gateway_kit.accounts.periods import period_at
 from gateway_kit.providers.base import ChatCall
 from gateway_kit.providers.mock import MockProvider
 from tests.servers import serving

@@ -12,7 +12,7 @@ import anyio
 import pytest
 import stripe
 
-from gateway_kit.bus import EventRecorder
+from gateway_kit.events.bus import EventRecorder
 from gateway_kit.payments import sign_stripe_payload
 from gateway_kit.testing import RecordedResponse
 from tests.fakes import Env, provisioned

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway_kit import ChatCall, MockProvider
-from gateway_kit._asgi import sse_data
+from gateway_kit.sse import sse_data
 
 pytestmark = pytest.mark.anyio
 

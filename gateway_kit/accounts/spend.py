@@ -21,14 +21,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
+from typing import Literal
 
 from gateway_kit._ttl import TTLMap
-from gateway_kit.periods import Period
+from gateway_kit.accounts.periods import Period
+from gateway_kit.config.money import BudgetConfig
 from gateway_kit.storage import Increment, Storage
 
 __all__ = [
+    "BudgetBand",
     "BudgetSettings",
+    "BudgetThresholds",
     "Ledger",
     "Reservation",
     "SpendTotals",
@@ -38,10 +42,49 @@ __all__ = [
 
 _SLACK_S = 86_400
 
+#: Where committed spend falls against a cap: below warn, warn, downgrade, or past block.
+BudgetBand = Literal["ok", "warn", "downgrade", "block"]
+
 
 def savings_key(workspace_id: str) -> str:
     """The workspace's cumulative savings counter, integer micro-USD."""
     return f"{workspace_id}:savings"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetThresholds:
+    """Budget Control's thresholds, as exact decimals: bands change at the exact micro-USD."""
+
+    warn_at: Decimal
+    downgrade_at: Decimal
+    block_at: Decimal
+
+    @classmethod
+    def from_config(cls, config: BudgetConfig) -> BudgetThresholds:
+        return cls(
+            Decimal(str(config.warn_at)),
+            Decimal(str(config.downgrade_at)),
+            Decimal(str(config.block_at)),
+        )
+
+    def threshold(self, verdict: Literal["warn", "downgrade", "block"], cap: int) -> int:
+        """The committed spend, in micro-USD, from which ``verdict`` applies (block: past it)."""
+        fraction = {"warn": self.warn_at, "downgrade": self.downgrade_at, "block": self.block_at}
+        return int((fraction[verdict] * cap).to_integral_value(rounding=ROUND_FLOOR))
+
+    def limit(self, cap: int) -> int:
+        """The most a workspace may commit: ``block_at`` of the cap."""
+        return self.threshold("block", cap)
+
+    def verdict(self, committed: int, cap: int) -> BudgetBand:
+        """The band ``committed`` falls in (a refused reservation is ``block`` by itself)."""
+        if committed > self.limit(cap):
+            return "block"
+        if committed >= self.threshold("downgrade", cap):
+            return "downgrade"
+        if committed >= self.threshold("warn", cap):
+            return "warn"
+        return "ok"
 
 
 @dataclass(frozen=True, slots=True)

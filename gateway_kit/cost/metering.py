@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway_kit.usage import Usage
+from gateway_kit.cost.usage import Usage
 
 __all__ = ["DONE", "StreamMeter", "ask_for_usage", "usage_of_body"]
 

@@ -24,11 +24,14 @@ from datetime import UTC, datetime
 from typing import Literal, cast
 
 from gateway_kit._ttl import TTLMap
-from gateway_kit.bus import EventBus
-from gateway_kit.events import Event, LowBalanceData, usd
+from gateway_kit.events.bus import EventBus
+from gateway_kit.events.models import Event, LowBalanceData, usd
 from gateway_kit.storage import Increment, Storage
 
-__all__ = ["TIERS", "Wallet", "WalletStatus"]
+__all__ = ["MAX_TOPUP_USD", "TIERS", "Wallet", "WalletStatus"]
+
+#: The largest single top-up: a million dollars.
+MAX_TOPUP_USD = 1_000_000
 
 #: Percentages of the last top-up at which ``account.low_balance`` is published.
 TIERS = (20, 10, 0)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway_kit.config import GatewayConfig
-from gateway_kit.pricing import ModelPrice, PriceTable
-from gateway_kit.tokens import OutputEstimator, estimate_prompt_tokens
-from gateway_kit.usage import Usage
+from gateway_kit.cost.money import usd_text
+from gateway_kit.cost.pricing import ModelPrice, PriceTable
+from gateway_kit.cost.tokens import OutputEstimator, estimate_prompt_tokens
+from gateway_kit.cost.usage import Usage
 
 __all__ = ["Costs", "RequestCost", "usd_text"]
 
@@ -58,13 +59,6 @@ class RequestCost:
         if self.estimated:
             headers.append((b"x-gateway-cost-estimated", b"true"))
         return headers
-
-
-def usd_text(micro_usd: int) -> str:
-    """Exact decimal USD with six places: ``1234`` micro-USD is ``"0.001234"``."""
-    sign = "-" if micro_usd < 0 else ""
-    whole, part = divmod(abs(micro_usd), 1_000_000)
-    return f"{sign}{whole}.{part:06d}"
 
 
 class Costs:

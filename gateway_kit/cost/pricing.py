@@ -44,7 +44,7 @@ from genai_prices.types import (
 )
 from genai_prices.types import ModelPrice as _GenaiModelPrice
 
-from gateway_kit.usage import Usage
+from gateway_kit.cost.usage import Usage
 
 _Rate: TypeAlias = Decimal | TieredPrices
 _Constraint: TypeAlias = StartDateConstraint | TimeOfDateConstraint

@@ -11,21 +11,14 @@ import time
 
 import anyio
 
-from gateway_kit._asgi import (
-    CancelOnDisconnect,
-    Receive,
-    RequestContext,
-    Scope,
-    Send,
-    get_context,
-    send_error,
-    sse_event,
-)
-from gateway_kit.chat import RequestError, load_chat_request
+from gateway_kit._asgi import CancelOnDisconnect, Receive, Scope, Send, send_error
+from gateway_kit.chat.request import RequestError, load_chat_request
+from gateway_kit.cost.metering import StreamMeter, ask_for_usage, usage_of_body
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.gateway import Gateway, ModelRoute
-from gateway_kit.metering import StreamMeter, ask_for_usage, usage_of_body
+from gateway_kit.pipeline.context import RequestContext, get_context
 from gateway_kit.providers.base import ChatCall, ChatResponse
+from gateway_kit.sse import sse_event
 
 _STREAM_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 

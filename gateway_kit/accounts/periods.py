@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
-PeriodUnit = Literal["month", "week", "day"]
+from gateway_kit.config.base import PeriodUnit
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,17 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gateway_kit._asgi import (
-    BodyTooLarge,
-    ClientDisconnected,
-    Receive,
-    Scope,
-    Send,
-    get_context,
-    header,
-    read_body,
-    send_error,
-)
+from gateway_kit._asgi import Receive, Scope, Send, header, send_error
+from gateway_kit.pipeline.body import BodyTooLarge, ClientDisconnected, read_body
+from gateway_kit.pipeline.context import get_context
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
@@ -191,24 +183,3 @@ def _validate_tools(tools: object) -> RequestError | None:
         ):
             return _invalid(f"{param}.function.name", f"'{param}.function.name' must be a string.")
     return None
-
-
-def last_user_text(payload: dict[str, Any]) -> str:
-    """The text of the last user message (parts joined), or ``""``."""
-    for message in reversed(payload.get("messages", [])):
-        if message.get("role") == "user":
-            return message_text(message)
-    return ""
-
-
-def message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""

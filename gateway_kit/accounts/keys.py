@@ -20,18 +20,25 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
-from gateway_kit._asgi import Principal
 from gateway_kit._ttl import TTLMap
-from gateway_kit.bus import EventBus
-from gateway_kit.events import Event, KeyRotatedData
+from gateway_kit.accounts.periods import iso_utc
+from gateway_kit.events.bus import EventBus
+from gateway_kit.events.models import Event, KeyRotatedData
 from gateway_kit.exceptions import NotFoundError
-from gateway_kit.periods import iso_utc
 from gateway_kit.storage import Storage
 
 KEY_PATTERN = re.compile(r"gk_[A-Za-z0-9_-]{43}")
 KEY_ID = re.compile(r"kid_[a-z0-9]{1,64}")
 _PREFIX_LENGTH = 12
 _ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass(slots=True)
+class Principal:
+    """Who is calling: a workspace and one of its keys (set by the Auth layer)."""
+
+    workspace_id: str
+    key_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,38 @@
+"""Configuration: pydantic models (unknown keys refused, frozen), a TOML file and
+``GATEWAY_KIT_*`` environment overrides.
+
+``GatewayConfig()`` with no arguments is the offline demo: the built-in mock provider serving
+``mock-large`` and ``mock-mini``. ``load_config(path)`` reads a file and the environment.
+"""
+
+from __future__ import annotations
+
+from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig
+from gateway_kit.config.base import Mode, OnError
+from gateway_kit.config.gateway import GatewayConfig
+from gateway_kit.config.loader import ENV_PREFIX, load_config
+from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
+from gateway_kit.config.upstream import ModelConfig, PriceConfig, ProviderConfig
+from gateway_kit.config.webhooks import WebhooksConfig
+
+__all__ = [
+    "ENV_PREFIX",
+    "AdminConfig",
+    "AuthConfig",
+    "BudgetConfig",
+    "CostConfig",
+    "GatewayConfig",
+    "LimitsConfig",
+    "Mode",
+    "ModelConfig",
+    "OnError",
+    "PaymentsConfig",
+    "PlanConfig",
+    "PriceConfig",
+    "ProviderConfig",
+    "ServerConfig",
+    "StorageConfig",
+    "WebhooksConfig",
+    "load_config",
+]

@@ -1,0 +1,88 @@
+"""``GatewayConfig``: everything the gateway is configured with, checked as a whole."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
+from gateway_kit.config.base import _Config
+from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
+from gateway_kit.config.upstream import ModelConfig, ProviderConfig
+from gateway_kit.config.webhooks import WebhooksConfig
+
+__all__ = ["GatewayConfig"]
+
+
+def _default_providers() -> tuple[ProviderConfig, ...]:
+    return (ProviderConfig(name="mock", type="mock"),)
+
+
+def _default_models() -> tuple[ModelConfig, ...]:
+    return (
+        # Priced like today's flagship and its small sibling, so the demo shows real figures.
+        ModelConfig(
+            name="mock-large", provider="mock", price_as="gpt-5.1", downgrade_to="mock-mini"
+        ),
+        ModelConfig(name="mock-mini", provider="mock", price_as="gpt-5-mini"),
+    )
+
+
+class GatewayConfig(_Config):
+    """Everything the gateway is configured with. ``GatewayConfig()`` runs offline."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    providers: tuple[ProviderConfig, ...] = Field(default_factory=_default_providers)
+    models: tuple[ModelConfig, ...] = Field(default_factory=_default_models)
+    plans: dict[str, PlanConfig] = Field(default_factory=default_plans)
+    #: The plan of workspaces created without one.
+    default_plan: str = "starter"
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    cost: CostConfig = Field(default_factory=CostConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> GatewayConfig:
+        provider_names = [p.name for p in self.providers]
+        _unique("providers", provider_names)
+        _unique("models", [m.name for m in self.models])
+        if self.default_plan not in self.plans:
+            raise ValueError(
+                f"default_plan: no plan named {self.default_plan!r} "
+                f"(known: {', '.join(self.plans) or 'none'})"
+            )
+        for index, model in enumerate(self.models):
+            if model.provider not in provider_names:
+                raise ValueError(
+                    f"models[{index}].provider: no provider named {model.provider!r} "
+                    f"(known: {', '.join(provider_names) or 'none'})"
+                )
+        model_names = {m.name for m in self.models}
+        for index, model in enumerate(self.models):
+            if model.downgrade_to is not None and model.downgrade_to not in model_names:
+                raise ValueError(
+                    f"models[{index}].downgrade_to: no model named {model.downgrade_to!r}"
+                )
+            if model.downgrade_to == model.name:
+                raise ValueError(
+                    f"models[{index}].downgrade_to: a model cannot downgrade to itself"
+                )
+        return self
+
+    @property
+    def is_offline(self) -> bool:
+        """True when every provider is the built-in mock."""
+        return all(p.type == "mock" for p in self.providers)
+
+
+def _unique(what: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{what}: the name {name!r} is used twice")
+        seen.add(name)

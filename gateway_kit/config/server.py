@@ -1,0 +1,41 @@
+"""The HTTP side of the standalone gateway, its storage, and the operator's token."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, model_validator
+
+from gateway_kit.config.base import _Config
+
+__all__ = ["AdminConfig", "ServerConfig", "StorageConfig"]
+
+
+class ServerConfig(_Config):
+    """The HTTP side of the standalone gateway."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    #: Request bodies above this many bytes are answered 413.
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+
+
+class StorageConfig(_Config):
+    """Where state lives: ``memory://``, ``sqlite:///path`` or ``redis://host:port/db``."""
+
+    #: The standalone gateway's embedded default: a SQLite file in the working directory.
+    url: str = "sqlite:///gateway-kit.db"
+    #: Redis only: the namespace of every key, so that several gateways can share one server.
+    redis_prefix: str = Field(default="gk:", min_length=1, max_length=64)
+
+
+class AdminConfig(_Config):
+    """The operator API under ``/api/v1/admin`` (wallet top-ups and billing)."""
+
+    #: ``Authorization: Bearer <token>``; unset, the operator API answers 404. Use 32+ random
+    #: characters, e.g. from ``GATEWAY_KIT_ADMIN__TOKEN``.
+    token: SecretStr | None = Field(default=None)
+
+    @model_validator(mode="after")
+    def _check_token(self) -> AdminConfig:
+        if self.token is not None and len(self.token.get_secret_value()) < 24:
+            raise ValueError("token: use at least 24 random characters")
+        return self

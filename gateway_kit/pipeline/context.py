@@ -1,0 +1,58 @@
+"""``RequestContext``: the per-request state the layers share, and nothing else does.
+
+It lives under ``scope["gateway_kit.context"]``, created by whichever layer runs first
+(``get_context``). Nothing per-request is kept on a middleware instance.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gateway_kit._asgi.types import Scope
+from gateway_kit.accounts.keys import Principal
+
+if TYPE_CHECKING:
+    from gateway_kit.cost.costs import RequestCost
+
+__all__ = ["CONTEXT_KEY", "RequestContext", "get_context", "new_request_id"]
+
+CONTEXT_KEY = "gateway_kit.context"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Per-request state shared by the layers; the only channel between them."""
+
+    request_id: str = ""
+    started_at: float = field(default_factory=time.perf_counter)
+    principal: Principal | None = None
+    #: The raw request body once read; ``None`` until a layer (or the endpoint) reads it.
+    body: bytes | None = None
+    #: The parsed chat request, once parsed. Layers that change it call ``replace_json``.
+    json: dict[str, Any] | None = None
+    #: The model the request will be sent as (after routing/experiments/downgrades).
+    model: str | None = None
+    #: Named durations in seconds for ``Server-Timing`` (``upstream`` is set by the endpoint).
+    timings: dict[str, float] = field(default_factory=dict)
+    #: What the request cost (usage, micro-USD, flagship baseline), set by the endpoint once
+    #: upstream may bill: reported usage, or an estimate (flagged) when none arrived.
+    cost: RequestCost | None = None
+    #: Free-form values layers hand to each other (documented by the layer that sets them).
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def get_context(scope: Scope) -> RequestContext:
+    """The request's context, created on first use."""
+    ctx: RequestContext | None = scope.get(CONTEXT_KEY)
+    if ctx is None:
+        ctx = RequestContext(request_id=new_request_id())
+        scope[CONTEXT_KEY] = ctx
+    return ctx
+
+
+def new_request_id() -> str:
+    """``req_`` and 32 random hex digits (a quarter of ``uuid4``'s cost, same entropy)."""
+    return "req_" + os.urandom(16).hex()
