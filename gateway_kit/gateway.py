@@ -118,9 +118,8 @@ class Gateway:
             storage = self._injected_storage
             if storage is None:
                 url = self.config.storage.url
-                options = {"prefix": self.config.storage.redis_prefix} if "redis" in url[:6] else {}
                 try:
-                    storage = storage_from_url(url, **options)
+                    storage = storage_from_url(url, redis_prefix=self.config.storage.redis_prefix)
                 except ValueError as exc:
                     raise ConfigError(f"storage.url: {exc}") from None
                 await stack.enter_async_context(storage)

@@ -10,13 +10,15 @@ from gateway_kit.storage.base import Storage
 __all__ = ["storage_from_url"]
 
 
-def storage_from_url(url: str, **options: Any) -> Storage:
+def storage_from_url(url: str, *, redis_prefix: str | None = None, **options: Any) -> Storage:
     """Build the backend a URL names; ``options`` go to its constructor.
 
     - ``memory://``: ``MemoryStorage`` (options ``max_keys``, ``clock``)
     - ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``: ``SQLiteStorage``
     - ``redis://[:password@]host:port/db`` (and ``rediss://``, ``unix://``): ``RedisStorage``
 
+    ``redis_prefix`` is the key prefix of a Redis backend (``redis://``, ``rediss://`` and
+    ``unix://`` alike) and ignored by the others, so one configuration serves every scheme.
     An unknown scheme raises ``ValueError``, whose message never repeats the URL (it may hold
     a password).
     """
@@ -36,6 +38,8 @@ def storage_from_url(url: str, **options: Any) -> Storage:
     if scheme in {"redis", "rediss", "unix"}:
         from gateway_kit.storage.redis import RedisStorage
 
+        if redis_prefix is not None:
+            options = {"prefix": redis_prefix, **options}
         return RedisStorage(url, **options)
     raise ValueError(
         f"unknown storage URL scheme {scheme!r}: use memory://, sqlite:///<path> or redis://..."

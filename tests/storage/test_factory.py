@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from gateway_kit import Gateway, GatewayConfig, StorageConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import MemoryStorage, SQLiteStorage, storage_from_url
 from gateway_kit.testing.storage import FakeClock
+from tests.storage.conftest import PrivateRedis
 
 pytestmark = pytest.mark.anyio
 
@@ -60,3 +62,20 @@ def test_bad_urls_are_refused_without_repeating_them(url: str, message: str) -> 
     with pytest.raises(ValueError, match=message) as caught:
         storage_from_url(url)
     assert "secretpw" not in str(caught.value)
+
+
+@pytest.mark.redis
+async def test_the_redis_prefix_applies_to_every_redis_scheme(
+    private_redis: PrivateRedis, redis_prefix: str
+) -> None:
+    """``storage.redis_prefix`` is kept for ``unix://`` URLs too (it used to be dropped)."""
+    for url in (private_redis.unix_url, private_redis.user_url):
+        config = GatewayConfig(storage=StorageConfig(url=url, redis_prefix=redis_prefix))
+        async with Gateway(config, run_worker=False) as gateway:
+            await gateway.storage.set("ws_1:k", b"v")
+            assert await gateway.storage.get("ws_1:k") == b"v"
+        async with storage_from_url(url) as bare:  # the default prefix sees nothing
+            assert await bare.get("ws_1:k") is None
+        async with storage_from_url(url, redis_prefix=redis_prefix) as same:
+            assert await same.get("ws_1:k") == b"v"
+            await same.delete("ws_1:k")
