@@ -73,6 +73,8 @@ class Gateway:
     keeps ownership of both. ``providers`` replaces providers by name, for tests and custom
     integrations. ``events`` is the bus layers publish to; subscribe before or after entering.
     ``clock`` (Unix seconds) decides quota periods; tests pass the fake clock they give storage.
+    It also times the webhook worker (``webhook_worker``), its idle wait too if it is a
+    ``Clock`` such as ``gateway_kit.testing.FakeClock``.
     ``run_worker`` (default ``config.webhooks.worker``) runs a webhook delivery worker inside;
     one-off commands pass ``False`` and leave deliveries to the serving processes.
     ``ssrf_guard`` replaces the guard built from ``config.webhooks`` (e.g. with a resolver).
@@ -107,6 +109,7 @@ class Gateway:
         self._wallet: Wallet | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
+        self._webhook_worker: DeliveryWorker | None = None
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:
@@ -124,11 +127,21 @@ class Gateway:
                     raise ConfigError(f"storage.url: {exc}") from None
                 await stack.enter_async_context(storage)
             self._storage = storage
+            from gateway_kit.accounts.changes import ChangeFeed
+
+            # Freshness is timed on a monotonic clock; a test's fake clock drives it instead.
+            cache_clock = time.monotonic if self.clock is time.time else self.clock
             cache_ttl = self.config.auth.cache_ttl_s
-            self._workspaces = Workspaces(storage, self.config, cache_ttl=cache_ttl)
-            self._keys = Keys(storage, self.events, cache_ttl=cache_ttl)
-            self._ledger = Ledger(storage, cache_ttl=cache_ttl)
-            self._wallet = Wallet(storage, self.events, cache_ttl=cache_ttl)
+            changes = ChangeFeed(storage, cache_ttl=cache_ttl, clock=cache_clock)
+            self._workspaces = Workspaces(storage, self.config, changes=changes)
+            self._keys = Keys(storage, self.events, changes=changes)
+            self._ledger = Ledger(storage, changes=changes)
+            self._wallet = Wallet(storage, self.events, changes=changes)
+            if cache_ttl > 0:
+                # Polls the change feed: cached keys, plans, caps and billing stay current.
+                feed_tasks = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(feed_tasks.cancel_scope.cancel)  # runs first on exit
+                await feed_tasks.start(changes.run)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
@@ -159,7 +172,7 @@ class Gateway:
         self._routes = {}
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = None
-        self._webhook_client = None
+        self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
 
@@ -184,6 +197,7 @@ class Gateway:
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)  # runs first on exit (last in, first out)
             await tasks.start(worker.run)
+            self._webhook_worker = worker
         emitter = WebhookEmitter(store, storage, on_queued=worker.wake if worker else None)
         stack.callback(self.events.subscribe(emitter))
 
@@ -251,6 +265,13 @@ class Gateway:
         if self._webhook_client is None:
             raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
         return self._webhook_client
+
+    @property
+    def webhook_worker(self) -> DeliveryWorker | None:
+        """The delivery worker running inside; ``None`` with ``run_worker=False``."""
+        if self._stack is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._webhook_worker
 
     @property
     def keys(self) -> Keys:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gateway_kit import MemoryStorage, NotFoundError
+from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.accounts.keys import KEY_PATTERN, Keys, hash_key
 from gateway_kit.events.bus import EventBus, EventRecorder
 from gateway_kit.testing import FakeClock
@@ -60,7 +61,7 @@ def events() -> EventRecorder:
 def keys(storage: WriteSpy, events: EventRecorder) -> Keys:
     bus = EventBus()
     bus.subscribe(events)
-    return Keys(storage, bus, cache_ttl=0)
+    return Keys(storage, bus)
 
 
 async def test_a_new_key_is_shown_once_and_only_its_hash_is_stored(
@@ -140,7 +141,9 @@ async def test_rotation_with_grace_keeps_the_old_secret_until_it_lapses(
 async def test_a_cached_key_in_its_grace_period_still_lapses_on_time(
     storage: WriteSpy, clock: FakeClock
 ) -> None:
-    keys = Keys(storage, EventBus(), cache_ttl=3600)
+    changes = ChangeFeed(storage, cache_ttl=3600, clock=clock)
+    await changes.poll()
+    keys = Keys(storage, EventBus(), changes=changes)
     made = await keys.create(WS)
     assert await keys.authenticate(made.secret) is not None  # now cached
     await keys.rotate(WS, made.key.key_id, grace=10)

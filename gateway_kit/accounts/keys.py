@@ -6,6 +6,11 @@ live secret hash has its own index entry, ``gk:apikey:<sha256>``, so that authen
 storage read; a rotated secret's entry simply expires after the grace period, by the store's
 own clock. Keys are high-entropy, so a plain SHA-256 (not a slow password hash) is the
 standard choice: it is what GitHub and Stripe-style tokens use.
+
+A verified key is cached in-process (by digest) and stays cached: revoking or rotating a key
+publishes the digests that stop working to the change feed (``accounts.changes``), and every
+process drops them from its cache when it polls, within ``auth.cache_ttl_s``. A secret in its
+grace period is never cached: its lapse is the store's to enforce, to the second.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
-from gateway_kit._ttl import TTLMap
+from gateway_kit.accounts.changes import ChangeFeed, FeedCache
 from gateway_kit.accounts.periods import iso_utc
 from gateway_kit.events.bus import EventBus
 from gateway_kit.events.models import Event, KeyRotatedData
@@ -104,14 +109,19 @@ class _Entry:
 
 
 class Keys:
-    """Create, authenticate, rotate, revoke and list API keys."""
+    """Create, authenticate, rotate, revoke and list API keys.
 
-    def __init__(self, storage: Storage, events: EventBus, *, cache_ttl: float = 5.0) -> None:
+    ``changes`` is the feed that keeps verified keys cached (the ``Gateway``'s); without it,
+    nothing is cached, and revocations and rotations are still published for other processes.
+    """
+
+    def __init__(
+        self, storage: Storage, events: EventBus, *, changes: ChangeFeed | None = None
+    ) -> None:
         self._storage = storage
         self._events = events
-        self._cache: TTLMap[str, _Entry] | None = (
-            TTLMap(cache_ttl, maxsize=100_000) if cache_ttl > 0 else None
-        )
+        self.changes = changes if changes is not None else ChangeFeed(storage, cache_ttl=0)
+        self._cache: FeedCache[_Entry] = FeedCache(self.changes, "key")
 
     # -- the request path --------------------------------------------------------------------
 
@@ -120,8 +130,9 @@ class Keys:
         if not KEY_PATTERN.fullmatch(secret):
             return None
         digest = hash_key(secret)
-        if self._cache is not None and (entry := self._cache.get(digest)) is not None:
+        if (entry := self._cache.get(digest)) is not None:
             return entry.principal if hmac.compare_digest(entry.key_hash, digest) else None
+        version = self._cache.version
         raw = await self._storage.get(f"gk:apikey:{digest}")
         if raw is None:
             return None
@@ -133,8 +144,8 @@ class Keys:
         principal = Principal(record["workspace_id"], record["key_id"])
         # A secret in its grace period is not cached: its entry's expiry is the store's to
         # enforce, to the second.
-        if self._cache is not None and not record.get("retiring"):
-            self._cache.set(digest, _Entry(principal, digest))
+        if not record.get("retiring"):
+            self._cache.put(digest, _Entry(principal, digest), version=version)
         return principal
 
     # -- management -------------------------------------------------------------------------
@@ -178,6 +189,9 @@ class Keys:
         )
         for old in key.hashes:
             await self._retire(old, grace)
+        # Before the record: after a failure here the key still looks unrotated, and
+        # rotating it again publishes again (never a rotation other processes missed).
+        await self.changes.publish(*(("key", old) for old in key.hashes))
         rotated = replace(rotated, hashes=(digest,) if grace <= 0 else rotated.hashes)
         await self._save(rotated)
         await self._publish(rotated, "rotated", now)
@@ -189,6 +203,7 @@ class Keys:
         # revoked-looking key that still works.
         for digest in key.hashes:
             await self._retire(digest, 0.0)
+        await self.changes.publish(*(("key", digest) for digest in key.hashes))
         now = await self._storage.now()
         revoked = replace(key, revoked_at=now, hashes=())
         await self._save(revoked)
@@ -221,8 +236,6 @@ class Keys:
                 await self._storage.set(index, json.dumps(entry).encode(), ttl=grace)
         else:
             await self._storage.delete(index)
-        if self._cache is not None:
-            self._cache.pop(digest)
 
     async def _publish(self, key: ApiKey, action: Literal["rotated", "revoked"], at: float) -> None:
         moment = datetime.fromtimestamp(at, UTC)

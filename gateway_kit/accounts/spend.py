@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Literal
 
-from gateway_kit._ttl import TTLMap
+from gateway_kit.accounts.changes import ChangeFeed, FeedCache
 from gateway_kit.accounts.periods import Period
 from gateway_kit.config.money import BudgetConfig
 from gateway_kit.storage import Increment, Storage
@@ -67,10 +67,15 @@ class BudgetThresholds:
             Decimal(str(config.block_at)),
         )
 
+    def fraction(self, verdict: Literal["warn", "downgrade", "block"]) -> Decimal:
+        """The fraction of the cap at which ``verdict`` applies."""
+        return {"warn": self.warn_at, "downgrade": self.downgrade_at, "block": self.block_at}[
+            verdict
+        ]
+
     def threshold(self, verdict: Literal["warn", "downgrade", "block"], cap: int) -> int:
         """The committed spend, in micro-USD, from which ``verdict`` applies (block: past it)."""
-        fraction = {"warn": self.warn_at, "downgrade": self.downgrade_at, "block": self.block_at}
-        return int((fraction[verdict] * cap).to_integral_value(rounding=ROUND_FLOOR))
+        return int((self.fraction(verdict) * cap).to_integral_value(rounding=ROUND_FLOOR))
 
     def limit(self, cap: int) -> int:
         """The most a workspace may commit: ``block_at`` of the cap."""
@@ -137,35 +142,64 @@ def effective_cap(
 
 
 class Ledger:
-    """Reservations, settlements, totals and settings; ``settings`` is cached per process."""
+    """Reservations, settlements, totals and settings.
 
-    def __init__(self, storage: Storage, *, cache_ttl: float = 5.0) -> None:
+    ``settings`` is cached per process; ``save_settings`` publishes the change to ``changes``
+    (the change feed), so every process drops its copy within ``auth.cache_ttl_s``. Without a
+    feed nothing is cached.
+    """
+
+    def __init__(self, storage: Storage, *, changes: ChangeFeed | None = None) -> None:
         self._storage = storage
-        self._settings: TTLMap[str, BudgetSettings] | None = (
-            TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
-        )
+        self.changes = changes if changes is not None else ChangeFeed(storage, cache_ttl=0)
+        self._settings: FeedCache[BudgetSettings] = FeedCache(self.changes, "budget")
 
     # -- settings -----------------------------------------------------------------------------
 
     async def settings(self, workspace_id: str) -> BudgetSettings:
-        if self._settings is not None and (hit := self._settings.get(workspace_id)) is not None:
+        if (hit := self._settings.get(workspace_id)) is not None:
             return hit
+        version = self._settings.version
         raw = await self._storage.get(f"{workspace_id}:budget:settings")
         settings = BudgetSettings.from_bytes(raw) if raw else BudgetSettings()
-        if self._settings is not None:
-            self._settings.set(workspace_id, settings)
+        self._settings.put(workspace_id, settings, version=version)
         return settings
 
     async def save_settings(self, workspace_id: str, settings: BudgetSettings) -> None:
         await self._storage.set(f"{workspace_id}:budget:settings", settings.to_bytes())
-        if self._settings is not None:
-            self._settings.set(workspace_id, settings)
+        await self.changes.publish(("budget", workspace_id))
 
     # -- counters -----------------------------------------------------------------------------
 
     @staticmethod
     def key(workspace_id: str, period: Period, name: str) -> str:
         return f"{workspace_id}:spend:{period.id}:{name}"
+
+    def reservation(
+        self,
+        workspace_id: str,
+        key_id: str | None,
+        period: Period,
+        amount: int,
+        *,
+        cap: int | None,
+        key_cap: int | None = None,
+        extra: Sequence[Increment] = (),
+    ) -> list[Increment]:
+        """The increments that hold ``amount``, refused as a whole past ``cap`` (committed) or
+        ``key_cap``; ``extra`` increments (a wallet's) are held with it, all or nothing. Run
+        them in one ``incr_many``, alone (``reserve``) or with other layers' operations."""
+        ttl = period.seconds + _SLACK_S
+        increments = [
+            Increment(self.key(workspace_id, period, "committed"), amount, ttl=ttl, limit=cap),
+            Increment(self.key(workspace_id, period, "reserved"), amount, ttl=ttl),
+        ]
+        if key_id is not None:
+            increments.append(
+                Increment(self.key(workspace_id, period, f"key:{key_id}"), amount, ttl, key_cap)
+            )
+        increments.extend(extra)
+        return increments
 
     async def reserve(
         self,
@@ -179,32 +213,18 @@ class Ledger:
         extra: Sequence[Increment] = (),
     ) -> tuple[Reservation | None, str | None, int]:
         """Hold ``amount``: (the reservation, ``None``, committed after) when it fits; else
-        (``None``, the refused key, committed as it is). ``extra`` increments (a wallet's) are
-        applied with it, all or nothing, and settled with it."""
-        ttl = period.seconds + _SLACK_S
-        committed = self.key(workspace_id, period, "committed")
-        increments = [
-            Increment(committed, amount, ttl=ttl, limit=cap),
-            Increment(self.key(workspace_id, period, "reserved"), amount, ttl=ttl),
-        ]
-        if key_id is not None:
-            increments.append(
-                Increment(self.key(workspace_id, period, f"key:{key_id}"), amount, ttl, key_cap)
-            )
-        increments.extend(extra)
-        result = await self._storage.incr_many(increments)
-        if not result.allowed:
-            return None, result.refused, result.values[committed]
-        reservation = Reservation(
-            workspace_id,
-            key_id,
-            period,
-            amount,
-            holds={inc.key: inc.amount for inc in extra},
+        (``None``, the refused key, committed as it is). See ``reservation``."""
+        increments = self.reservation(
+            workspace_id, key_id, period, amount, cap=cap, key_cap=key_cap, extra=extra
         )
-        return reservation, None, result.values[committed]
+        result = await self._storage.incr_many(increments)
+        committed = result.values[increments[0].key]
+        if not result.allowed:
+            return None, result.refused, committed
+        holds = {inc.key: inc.amount for inc in extra}
+        return Reservation(workspace_id, key_id, period, amount, holds=holds), None, committed
 
-    async def settle(
+    def settlement(
         self,
         workspace_id: str,
         key_id: str | None,
@@ -214,17 +234,13 @@ class Ledger:
         savings: int,
         *,
         extra: Sequence[tuple[str, int]] = (),
-    ) -> dict[str, int]:
-        """Swap the reservation (if any) for the real ``cost``; add ``savings``. One round trip.
-
-        ``extra`` are (key, real amount) pairs for the reservation's holds. Returns the values
-        after (committed, settled, the holds').
-        """
+    ) -> list[Increment]:
+        """The increments that swap the reservation (if any) for the real ``cost`` and add
+        ``savings``. ``extra`` are (key, real amount) pairs for the reservation's holds."""
         ttl = period.seconds + _SLACK_S
         held = reservation.amount if reservation is not None else 0
-        committed = self.key(workspace_id, period, "committed")
         increments = [
-            Increment(committed, cost - held, ttl=ttl),
+            Increment(self.key(workspace_id, period, "committed"), cost - held, ttl=ttl),
             Increment(self.key(workspace_id, period, "settled"), cost, ttl=ttl),
         ]
         if held:
@@ -240,8 +256,25 @@ class Ledger:
             increments.append(Increment(savings_key(workspace_id), savings))
         if reservation is not None:
             reservation.settled = True
-        result = await self._storage.incr_many(increments)
-        return dict(result.values)
+        return increments
+
+    async def settle(
+        self,
+        workspace_id: str,
+        key_id: str | None,
+        period: Period,
+        reservation: Reservation | None,
+        cost: int,
+        savings: int,
+        *,
+        extra: Sequence[tuple[str, int]] = (),
+    ) -> dict[str, int]:
+        """``settlement``, run now (one round trip); the values after (committed, settled,
+        the holds')."""
+        increments = self.settlement(
+            workspace_id, key_id, period, reservation, cost, savings, extra=extra
+        )
+        return dict((await self._storage.incr_many(increments)).values)
 
     async def committed(self, workspace_id: str, period: Period) -> int:
         raw = await self._storage.get(self.key(workspace_id, period, "committed"))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
 
-from gateway_kit._ttl import TTLMap
+from gateway_kit.accounts.changes import ChangeFeed, FeedCache
 from gateway_kit.events.bus import EventBus
 from gateway_kit.events.models import Event, LowBalanceData, usd
 from gateway_kit.storage import Increment, Storage
@@ -54,14 +54,20 @@ class WalletStatus:
 
 
 class Wallet:
-    """Credits, the billing switch, status and low-balance alerts; ``billing`` is cached."""
+    """Credits, the billing switch, status and low-balance alerts.
 
-    def __init__(self, storage: Storage, events: EventBus, *, cache_ttl: float = 5.0) -> None:
+    ``billing`` is cached per process; ``set_billing`` publishes the change to ``changes``
+    (the change feed), so every process drops its copy within ``auth.cache_ttl_s``. Without a
+    feed nothing is cached.
+    """
+
+    def __init__(
+        self, storage: Storage, events: EventBus, *, changes: ChangeFeed | None = None
+    ) -> None:
         self._storage = storage
         self._events = events
-        self._billing: TTLMap[str, bool] | None = (
-            TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
-        )
+        self.changes = changes if changes is not None else ChangeFeed(storage, cache_ttl=0)
+        self._billing: FeedCache[bool] = FeedCache(self.changes, "billing")
         # Tiers this process knows were published: spares a storage write per request.
         self._fired: set[tuple[str, int, int]] = set()
 
@@ -70,11 +76,11 @@ class Wallet:
         return f"{workspace_id}:wallet:debt"
 
     async def billing(self, workspace_id: str) -> bool:
-        if self._billing is not None and (hit := self._billing.get(workspace_id)) is not None:
+        if (hit := self._billing.get(workspace_id)) is not None:
             return hit
+        version = self._billing.version
         on = await self._storage.get(f"{workspace_id}:wallet:billing") is not None
-        if self._billing is not None:
-            self._billing.set(workspace_id, on)
+        self._billing.put(workspace_id, on, version=version)
         return on
 
     async def set_billing(self, workspace_id: str, on: bool) -> None:
@@ -83,8 +89,7 @@ class Wallet:
             await self._storage.set(key, b"1")
         else:
             await self._storage.delete(key)
-        if self._billing is not None:
-            self._billing.set(workspace_id, on)
+        await self.changes.publish(("billing", workspace_id))
 
     async def credit(
         self, workspace_id: str, amount: int, *, key: str, source: str, reference: str = ""

@@ -2,8 +2,10 @@
 plan; keys, quotas, budgets and webhooks hang off it.
 
 Records live in storage (``<ws>:workspace``, JSON) with an index for listing
-(``gk:workspaces``). Reads on the request path go through a short in-process cache: plans
-change rarely, and a storage round trip per request for them would be waste.
+(``gk:workspaces``). Reads on the request path go through an in-process cache: plans change
+rarely, and a storage round trip per request for them would be waste. ``set_plan`` publishes
+the change to the change feed (``accounts.changes``), so every process drops its copy within
+``auth.cache_ttl_s``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import secrets
 import string
 from dataclasses import asdict, dataclass
 
-from gateway_kit._ttl import TTLMap
+from gateway_kit.accounts.changes import ChangeFeed, FeedCache
 from gateway_kit.config import GatewayConfig, PlanConfig
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
@@ -40,12 +42,13 @@ def new_workspace_id() -> str:
 class Workspaces:
     """Create, read and list workspaces; ``plan_of`` is the cached request-path read."""
 
-    def __init__(self, storage: Storage, config: GatewayConfig, *, cache_ttl: float = 5.0) -> None:
+    def __init__(
+        self, storage: Storage, config: GatewayConfig, *, changes: ChangeFeed | None = None
+    ) -> None:
         self._storage = storage
         self._config = config
-        self._cache: TTLMap[str, Workspace] | None = (
-            TTLMap(cache_ttl, maxsize=10_000) if cache_ttl > 0 else None
-        )
+        self.changes = changes if changes is not None else ChangeFeed(storage, cache_ttl=0)
+        self._cache: FeedCache[Workspace] = FeedCache(self.changes, "plan")
 
     async def create(
         self, email: str, *, plan: str | None = None, workspace_id: str | None = None
@@ -72,17 +75,17 @@ class Workspaces:
     async def get(self, workspace_id: str) -> Workspace | None:
         if not WORKSPACE_ID.fullmatch(workspace_id):
             return None
+        version = self._cache.version
         raw = await self._storage.get(f"{workspace_id}:workspace")
         if raw is None:
             return None
         workspace = Workspace(**json.loads(raw))
-        if self._cache is not None:
-            self._cache.set(workspace_id, workspace)
+        self._cache.put(workspace_id, workspace, version=version)
         return workspace
 
     async def cached(self, workspace_id: str) -> Workspace | None:
         """``get`` through the in-process cache (the request path)."""
-        if self._cache is not None and (hit := self._cache.get(workspace_id)) is not None:
+        if (hit := self._cache.get(workspace_id)) is not None:
             return hit
         return await self.get(workspace_id)
 
@@ -97,8 +100,7 @@ class Workspaces:
             raise InvalidRequestError(f"no plan named {plan!r}")
         updated = Workspace(workspace.id, workspace.email, plan, workspace.created_at)
         await self._storage.set(f"{workspace_id}:workspace", json.dumps(asdict(updated)).encode())
-        if self._cache is not None:
-            self._cache.pop(workspace_id)
+        await self.changes.publish(("plan", workspace_id))
         return updated
 
     def plan(self, workspace: Workspace) -> PlanConfig:

@@ -36,8 +36,13 @@ class AuthConfig(_Config):
     """API keys: ``Authorization: Bearer <key>``."""
 
     mode: Literal["enforce", "off"] = "enforce"
-    #: Seconds a verified key is trusted without asking storage again. A key revoked on another
-    #: instance (or by the CLI) stops working here within this time; 0 asks storage every time.
+    #: The bound on how long a change made elsewhere goes unseen here. Verified keys, plans,
+    #: budget caps and the billing switch are cached per process and kept current by a change
+    #: feed in storage, polled every ``cache_ttl_s / 4`` (one storage read per process): a key
+    #: revoked or rotated on another instance (or by the CLI), or a plan, cap or billing change,
+    #: takes effect here within this time, at once on the instance that made it. Cached entries
+    #: are not trusted once the last good poll is this old (storage down: every request asks
+    #: storage). 0 caches nothing and asks storage every time.
     cache_ttl_s: float = Field(default=5.0, ge=0)
 
 
