@@ -193,8 +193,8 @@ async def provisioned(
 ) -> AsyncIterator[Env]:
     """A gateway with Auth and Limits on, its workspace on ``plan``, and one key.
 
-    The clock is fake (2026-11-18, mid-month) unless ``real_clock``: webhook retries need
-    real time to pass.
+    The clock is fake (2026-11-18, mid-month), for storage, the gateway and its webhook
+    worker alike (``env.clock.advance`` lets a backoff pass), unless ``real_clock``.
     """
     import time
 

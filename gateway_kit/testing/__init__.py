@@ -2,7 +2,9 @@
 
 - ``ASGIRecorder``: drive an ASGI app with raw messages and assert streaming behaviour.
 - ``run_server``: a real uvicorn server on a free loopback port (needs the ``server`` extra).
-- ``StorageConformance``, ``FakeClock``: the storage backend contract as a pytest suite
+- ``FakeClock``: time a test moves by hand (``advance``), for every ``clock=`` (storage, the
+  ``Gateway``, the webhook worker's waits).
+- ``StorageConformance``: the storage backend contract as a pytest suite
   (``gateway_kit.testing.storage``; imported on first use, as it needs pytest).
 """
 
@@ -11,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway_kit.testing.asgi import ASGIRecorder, RecordedMessage, RecordedResponse
+from gateway_kit.testing.clock import FakeClock
 from gateway_kit.testing.server import run_server
 
 if TYPE_CHECKING:
-    from gateway_kit.testing.storage import FakeClock, StorageConformance
+    from gateway_kit.testing.storage import StorageConformance
 
 __all__ = [
     "ASGIRecorder",
@@ -27,8 +30,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name in {"FakeClock", "StorageConformance"}:
-        from gateway_kit.testing import storage
+    if name == "StorageConformance":
+        from gateway_kit.testing.storage import StorageConformance
 
-        return getattr(storage, name)
+        return StorageConformance
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

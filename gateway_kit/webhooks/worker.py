@@ -15,6 +15,13 @@ success acks; a retryable failure is queued again after the next backoff; the la
 attempt makes the webhook stale (exactly once: a compare-and-set) and publishes
 ``webhook.stale``; a rejection (4xx but 408/429) ends it. Every attempt updates
 ``last_fired_at``/``last_status`` and the attempt log.
+
+Time comes from ``clock``: timestamps, the lease arithmetic and the idle wait between polls
+(a ``Clock``, such as ``gateway_kit.testing.FakeClock``, drives all three; a plain
+``() -> float`` gives the timestamps and the lease, and waits in real time). Due times are the
+store's (``storage.now()``), so storage and worker share one clock. The HTTP deadline of an
+attempt stays real time: a receiver's slowness is. ``wait_idle()`` lets a test wait until the
+worker has nothing left to do at the clock's current time, instead of sleeping.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.lowlevel
@@ -46,8 +53,35 @@ logger = logging.getLogger("gateway_kit.webhooks")
 _CLAIM_BATCH = 64
 
 
+@runtime_checkable
+class Clock(Protocol):
+    """Unix seconds when called; ``sleep_until`` returns once the clock reads ``deadline``."""
+
+    def __call__(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None: ...
+
+
+class _RealWaits:
+    """A plain clock function, its waits made in real time (anyio's monotonic clock)."""
+
+    def __init__(self, read: Callable[[], float]) -> None:
+        self._read = read
+
+    def __call__(self) -> float:
+        return self._read()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await anyio.sleep(max(0.0, deadline - self._read()))
+
+
 class DeliveryWorker:
-    """Run with ``await worker.run()`` (in a task group); ``wake()`` shortens the idle wait."""
+    """Run with ``await worker.run()`` (in a task group); ``wake()`` ends the idle wait early.
+
+    ``clock`` (Unix seconds; default real time) times everything but the HTTP deadline: a
+    ``Clock`` also times the idle wait. ``await worker.wait_idle()`` returns once nothing is
+    left to do at the clock's current time.
+    """
 
     def __init__(
         self,
@@ -64,16 +98,46 @@ class DeliveryWorker:
         self._client = client
         self._events = events
         self._config = config
-        self._clock = clock
-        self._wake = anyio.Event()
+        self._clock: Clock = clock if isinstance(clock, Clock) else _RealWaits(clock)
         self._in_flight = 0
+        # The idle wait: its cancel scope while it lasts, when it ends by the clock, whether
+        # a wake() came (while waiting, or since: the next wait is skipped), and whether the
+        # last claim got every due delivery (fewer than it asked for).
+        self._nap: anyio.CancelScope | None = None
+        self._nap_until = 0.0
+        self._woken = False
+        self._caught_up = False
+        self._napping = anyio.Event()  # set, then replaced, each time an idle wait begins
         self._per_webhook: Counter[str] = Counter()
         self._parked: dict[str, deque[tuple[ClaimedItem, float]]] = {}
         self._parked_count = 0
         self._tasks: TaskGroup | None = None
 
     def wake(self) -> None:
-        self._wake.set()
+        """Look for due deliveries now rather than at the next poll (some were queued)."""
+        self._woken = True
+        if self._nap is not None:
+            self._nap.cancel()
+
+    async def wait_idle(self) -> None:
+        """Return once the worker has nothing left to do at the clock's current time.
+
+        That is: no delivery in flight or parked, the last claim found no more due ones, no
+        ``wake()`` pending, and the clock short of the next poll. A test advances its fake
+        clock, then awaits this instead of sleeping for an attempt that should not come.
+        """
+        while not self._idle():
+            await self._napping.wait()
+
+    def _idle(self) -> bool:
+        return (
+            self._nap is not None
+            and not self._woken
+            and self._caught_up
+            and self._in_flight == 0
+            and self._parked_count == 0
+            and self._clock() < self._nap_until
+        )
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tasks:
@@ -82,27 +146,40 @@ class DeliveryWorker:
             while True:
                 room = self._config.concurrency - self._in_flight
                 if room <= 0:
-                    await self._idle()  # every slot is busy: a finished delivery wakes us
+                    await self._pause()  # every slot is busy: a finished delivery wakes us
                     continue
                 items: list[ClaimedItem] = []
+                limit = min(room, _CLAIM_BATCH)
+                # Read before the claim, so the lease left is never overestimated, and on the
+                # clock the store leases by (they share one), not a monotonic one.
+                claimed_at = self._clock()
                 try:
                     items = await self._storage.claim(
-                        QUEUE, limit=min(room, _CLAIM_BATCH), lease=self._config.lease_s
+                        QUEUE, limit=limit, lease=self._config.lease_s
                     )
+                    self._caught_up = len(items) < limit
                 except StorageError as exc:
+                    self._caught_up = False  # it found nothing, but nor did it look
                     logger.error("webhook worker cannot claim deliveries: %s", exc)
                 for item in items:
                     self._in_flight += 1
-                    tasks.start_soon(self._handle, item, time.monotonic())
-                if len(items) < min(room, _CLAIM_BATCH):
-                    await self._idle()
+                    tasks.start_soon(self._handle, item, claimed_at)
+                if len(items) < limit:
+                    await self._pause()
                 else:
                     await anyio.lowlevel.checkpoint()  # a full batch: claim again, fairly
 
-    async def _idle(self) -> None:
-        with anyio.move_on_after(self._config.poll_interval_s):
-            await self._wake.wait()
-        self._wake = anyio.Event()
+    async def _pause(self) -> None:
+        """Wait until the next poll (by the clock) or a ``wake()``, whichever comes first."""
+        if not self._woken:
+            self._nap_until = self._clock() + self._config.poll_interval_s
+            self._nap = anyio.CancelScope()  # wake() cancels it
+            with self._nap:
+                self._napping.set()
+                self._napping = anyio.Event()
+                await self._clock.sleep_until(self._nap_until)
+            self._nap = None
+        self._woken = False
 
     async def _handle(self, item: ClaimedItem, claimed_at: float) -> None:
         try:
@@ -140,7 +217,7 @@ class DeliveryWorker:
             return
         # The whole attempt must fit in what is left of the lease, or another worker could
         # claim the delivery while this one still makes it.
-        lease_left = self._config.lease_s - (time.monotonic() - claimed_at)
+        lease_left = self._config.lease_s - (self._clock() - claimed_at)
         if lease_left <= self._config.timeout_s:
             await self._storage.retry(QUEUE, item.token, due_at=await self._storage.now())
             return

@@ -1,4 +1,10 @@
-"""Webhook delivery end to end: real receivers on loopback (uvicorn), a shortened schedule."""
+"""Webhook delivery end to end: real receivers on loopback (uvicorn), the spec's schedule.
+
+The gateway runs on a fake clock, its delivery worker too: a test lets the backoff pass by
+advancing the clock, then awaits the worker having nothing left to do (``settle``) before it
+counts attempts, so "no further attempt" is checked without sleeping. Only the receivers'
+slowness and the HTTP deadline are real time.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import anyio
 import pytest
 
 from gateway_kit import Event, sample_event
+from gateway_kit.config import WebhooksConfig
 from gateway_kit.testing import run_server
 from tests.fakes import Env, provisioned
 from tests.webhooks.receiver import Receiver
@@ -23,13 +30,11 @@ from tests.webhooks.receiver import Receiver
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SECRET = "whsec_" + "k" * 40
-BACKOFF = [0.2, 0.4, 0.6, 0.8]
-FAST = {
-    "allow_http": True,
-    "allow": ["127.0.0.0/8"],
-    "poll_interval_s": 0.02,
-    "retry_backoff_s": BACKOFF,
-}
+LOOPBACK = {"allow_http": True, "allow": ["127.0.0.0/8"]}
+#: DESIGN.md 5: attempt 1 at once, then retries after these gaps (the defaults), 5 in all.
+SCHEDULE = (1.0, 5.0, 30.0, 300.0)
+DEFAULTS = WebhooksConfig()
+POLL = DEFAULTS.poll_interval_s
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +70,27 @@ class AttemptWatch:
 
 @asynccontextmanager
 async def hub(**webhooks: Any) -> AsyncIterator[tuple[Env, AttemptWatch]]:
-    async with provisioned("scale", real_clock=True, webhooks={**FAST, **webhooks}) as env:
+    """A gateway on a fake clock, its worker's schedule the default one."""
+    async with provisioned("scale", webhooks={**LOOPBACK, **webhooks}) as env:
         yield env, AttemptWatch(env)
+
+
+async def settle(env: Env, seconds: float = 0.0) -> None:
+    """Let ``seconds`` pass on the fake clock, then wait until the worker has made every
+    attempt due by then (it has nothing left to do at the clock's time)."""
+    env.clock.advance(seconds)
+    worker = env.gateway.webhook_worker
+    assert worker is not None
+    with anyio.fail_after(20):  # a guard: a hang fails the test, it never passes one
+        await worker.wait_idle()
+
+
+async def outlast_the_schedule(env: Env) -> None:
+    """Let every backoff of the schedule pass, one after the other: whatever could still be
+    retried has been, so a count taken now is final."""
+    await settle(env)
+    for delay in DEFAULTS.retry_backoff_s:
+        await settle(env, delay)
 
 
 async def create(env: Env, url: str, **fields: Any) -> dict[str, Any]:
@@ -123,15 +147,25 @@ async def test_503_four_times_then_200_is_five_attempts_with_growing_gaps(
     async with hub() as (env, watch):
         hook = await create(env, receiver.script("/flaky", [503, 503, 503, 503, 200]))
         event = await publish(env)
+        await settle(env)
+        assert len(receiver.hits_for("/flaky")) == 1  # attempt 1 is immediate
+        for made, planned in enumerate(SCHEDULE, start=1):
+            await settle(env, planned - POLL)  # the worker polls, and finds nothing due yet
+            assert len(receiver.hits_for("/flaky")) == made, f"retry {made} came early"
+            await settle(env, POLL)
+            assert len(receiver.hits_for("/flaky")) == made + 1, f"retry {made} is late"
         hits = await receiver.wait_for("/flaky", 5)
-        await anyio.sleep(1.0)  # room for a (wrong) sixth attempt to show up
+        await outlast_the_schedule(env)  # room for a (wrong) sixth attempt to show up
         assert len(receiver.hits_for("/flaky")) == 5
         assert {hit.headers["x-service-event-id"] for hit in hits} == {event.event_id}
         assert [hit.headers["x-service-delivery-attempt"] for hit in hits] == list("12345")
-        gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(hits)]
-        for gap, planned in zip(gaps, BACKOFF, strict=True):
+        # The gaps on the gateway's clock, as each attempt's signed timestamp tells them.
+        sent_at = [int(hit.headers["webhook-timestamp"]) for hit in hits]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(sent_at)]
+        for gap, planned in zip(gaps, SCHEDULE, strict=True):
             assert planned * 0.9 <= gap < planned + 1.0, gaps
         assert gaps == sorted(gaps)
+        assert tuple(gaps) == SCHEDULE == DEFAULTS.retry_backoff_s[:4]
         await watch.wait(hook["id"], 5)
         view = await read(env, hook["id"])
         assert (view["status"], view["last_status"]) == ("active", 200)
@@ -144,6 +178,9 @@ async def test_500_always_makes_the_webhook_stale_and_tells_only_the_others(
         doomed = await create(env, receiver.script("/down", [500]), name="down")
         other = await create(env, receiver.script("/witness", [200]), name="witness")
         event = await publish(env)
+        await settle(env)
+        for delay in SCHEDULE:
+            await settle(env, delay)
         await receiver.wait_for("/down", 5)
         witnessed = await receiver.wait_for("/witness", 2)  # the event, then webhook.stale
         stale_events = [json.loads(h.body) for h in witnessed if b"webhook.stale" in h.body]
@@ -158,7 +195,7 @@ async def test_500_always_makes_the_webhook_stale_and_tells_only_the_others(
         # A stale webhook receives nothing new: its events are held, not lost.
         held = await publish(env, "key.rotated")
         await receiver.wait_for("/witness", 3)
-        await anyio.sleep(0.5)
+        await outlast_the_schedule(env)
         assert len(receiver.hits_for("/down")) == 5
         assert all(b"webhook.stale" not in hit.body for hit in receiver.hits_for("/down"))
 
@@ -177,6 +214,7 @@ async def test_500_always_makes_the_webhook_stale_and_tells_only_the_others(
             "POST", path + "/replay", json={"since": "2026-01-01T00:00:00Z"}, headers=env.auth()
         )
         assert replayed.json() == {"requeued": 2, "event_ids": [event.event_id, held.event_id]}
+        await settle(env, POLL)  # a replay wakes no worker: the next poll finds it
         hits = await receiver.wait_for("/down", 7)
         assert [h.headers["x-service-event-id"] for h in hits[5:]] == [
             event.event_id,
@@ -190,7 +228,7 @@ async def test_a_4xx_is_one_attempt_and_not_stale(receiver: Receiver) -> None:
         await publish(env)
         await receiver.wait_for("/bad-request", 1)
         await watch.wait(hook["id"], 1)
-        await anyio.sleep(0.5)
+        await outlast_the_schedule(env)
         assert len(receiver.hits_for("/bad-request")) == 1
         view = await read(env, hook["id"])
         assert (view["status"], view["last_status"]) == ("active", 400)
@@ -202,6 +240,8 @@ async def test_408_and_429_are_retried(receiver: Receiver, status: int) -> None:
         path = f"/slow-down-{status}"
         await create(env, receiver.script(path, [status, 200]))
         await publish(env)
+        await settle(env)
+        await settle(env, SCHEDULE[0])
         assert len(await receiver.wait_for(path, 2)) == 2
 
 
@@ -211,7 +251,7 @@ async def test_a_302_counts_as_success_and_is_not_followed(receiver: Receiver) -
         await publish(env)
         await receiver.wait_for("/moved", 1)
         await watch.wait(hook["id"], 1)
-        await anyio.sleep(0.3)
+        await outlast_the_schedule(env)
         assert receiver.hits_for("/redirected") == []
         assert len(receiver.hits_for("/moved")) == 1
         view = await read(env, hook["id"])
@@ -253,7 +293,7 @@ async def test_filters_omitted_a_list_and_empty_on_create_and_update(receiver: R
         await publish(env, "key.rotated")
         await receiver.wait_for("/f-all", 2)
         await receiver.wait_for("/f-some", 1)
-        await anyio.sleep(0.3)
+        await settle(env)  # every delivery queued by the two events has been made
         assert len(receiver.hits_for("/f-some")) == 1
         assert receiver.hits_for("/f-paused") == []
 
@@ -294,7 +334,7 @@ async def test_a_deleted_webhook_gets_nothing_more(receiver: Receiver) -> None:
             headers=env.auth(),
         )
         assert deleted.json()["deleted"] is True
-        await anyio.sleep(BACKOFF[0] + 0.5)
+        await outlast_the_schedule(env)
         assert len(receiver.hits_for("/gone")) == 1
 
 
