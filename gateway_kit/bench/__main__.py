@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = {
     "proxy": "the proxy path: direct, a bare Starlette+httpx forwarder, gateway-kit",
     "layers": "what Auth + Limits add, on memory and on Redis storage",
+    "serve": "`gateway-kit serve` as a user runs it (SQLite, Redis, 10k keys) against the floor",
     "storage": "storage operations per second per backend, round trips per admission",
     "webhooks": "webhook deliveries per second and publish-to-arrival latency per backend",
 }

@@ -1,21 +1,27 @@
 """Shared benchmark plumbing: server processes on loopback and a lean HTTP/1.1 load generator.
 
 The load generator speaks raw HTTP/1.1 over keep-alive connections (one per unit of
-concurrency), so its own overhead is small and the same for every target measured.
+concurrency), so its own overhead is small and the same for every target measured. A target may
+be given several prebuilt requests (one per API key, say): each connection cycles through them
+from its own offset, still writing prebuilt bytes, with no formatting per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO
 
 
 def free_port() -> int:
@@ -26,34 +32,63 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(module_args: Sequence[str], port: int) -> Iterator[int]:
-    """Start ``python -m <module_args>`` and wait until ``port`` accepts; yield its pid."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", *module_args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                error = process.stderr.read().decode() if process.stderr else ""
-                raise RuntimeError(f"{' '.join(module_args)} exited: {error[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{' '.join(module_args)} did not start") from None
-                time.sleep(0.05)
-        yield process.pid
-    finally:
-        process.terminate()
+def server_process(
+    module_args: Sequence[str], port: int, *, stop: signal.Signals = signal.SIGTERM
+) -> Iterator[int]:
+    """Start ``python -m <module_args>`` and wait until ``port`` accepts; yield its pid.
+
+    ``stop`` is the signal that ends it: uvicorn shuts down on SIGTERM, then raises it again
+    and dies by it, so code that must run at exit (cProfile writing its file) wants SIGINT.
+
+    Its stdout (where uvicorn writes the access log) goes to ``/dev/null``; its stderr to a
+    temporary file, shown if it fails to start (a pipe nobody reads would stall a chatty
+    server once full).
+    """
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", *module_args],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            _wait_for_port(process, port, errors, " ".join(module_args))
+            yield process.pid
+        finally:
+            process.send_signal(stop)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_for_port(
+    process: subprocess.Popen[bytes], port: int, errors: IO[bytes], name: str
+) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            errors.seek(0)
+            raise RuntimeError(f"{name} exited: {errors.read().decode(errors='replace')[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start") from None
+            time.sleep(0.05)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process (all its threads) has used; 0 without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # Fields after the command name (which may hold spaces), from the 3rd field on.
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -122,14 +157,14 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
 
 async def _worker(
     port: int,
-    request: bytes,
+    requests: Sequence[bytes],
     count: int,
     latencies: list[float],
     errors: list[int],
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        for _ in range(count):
+        for request in itertools.islice(itertools.cycle(requests), count):
             started = time.perf_counter()
             writer.write(request)
             status = await _read_response(reader)
@@ -151,17 +186,35 @@ def build_request(path: str, body: bytes, headers: Sequence[tuple[str, str]] = (
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-def run_load(port: int, request: bytes, *, concurrency: int, requests: int) -> LoadResult:
-    """Send ``requests`` requests over ``concurrency`` keep-alive connections."""
+def run_load(
+    port: int,
+    request: bytes | Sequence[bytes],
+    *,
+    concurrency: int,
+    requests: int,
+    offset: int = 0,
+) -> LoadResult:
+    """Send ``requests`` requests over ``concurrency`` keep-alive connections.
+
+    ``request`` is one prebuilt request, or several to rotate through: connection ``i`` starts
+    at ``offset + i * len(request) // concurrency`` and cycles on, so that together they touch
+    every request once as soon as ``requests >= len(request)`` (rounded up to a multiple of
+    ``concurrency``). Pass a growing ``offset`` to carry the rotation on from call to call.
+    """
+    rotation = [request] if isinstance(request, bytes) else list(request)
+    size = len(rotation)
+    starts = [(offset + i * size // concurrency) % size for i in range(concurrency)]
 
     async def main() -> LoadResult:
         latencies: list[float] = []
         errors: list[int] = []
         per_worker = max(1, requests // concurrency)
+        workers = [
+            _worker(port, rotation[start:] + rotation[:start], per_worker, latencies, errors)
+            for start in starts
+        ]
         started = time.perf_counter()
-        await asyncio.gather(
-            *(_worker(port, request, per_worker, latencies, errors) for _ in range(concurrency))
-        )
+        await asyncio.gather(*workers)
         seconds = time.perf_counter() - started
         return LoadResult(concurrency, len(latencies), len(errors), seconds, tuple(latencies))
 
@@ -171,3 +224,23 @@ def run_load(port: int, request: bytes, *, concurrency: int, requests: int) -> L
         return uvloop.run(main())
     except ImportError:  # pragma: no cover - uvloop is part of the server extra
         return asyncio.run(main())
+
+
+def delete_redis_prefix(url: str, prefix: str) -> int:
+    """Delete every key under ``prefix`` (in batches, never FLUSHDB); return how many."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    deleted = 0
+    try:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            batch.append(key)
+            if len(batch) == 1000:
+                deleted += client.unlink(*batch)
+                batch.clear()
+        if batch:
+            deleted += client.unlink(*batch)
+    finally:
+        client.close()
+    return deleted

@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from gateway_kit.bench._load import free_port, server_process
+from gateway_kit.bench._load import delete_redis_prefix, free_port, server_process
 from gateway_kit.bench.proxy import Target, add_load_options, compare, table
 
 #: (label, storage URL or None for Redis, auth+limits on, budget on, baseline, p50 target ms)
@@ -62,9 +62,11 @@ def main(argv: list[str]) -> int:
             targets.append(Target(label, port, command, key_file))
             if baseline is not None and budget is not None:
                 budgets[label] = (baseline, budget)
-        results = compare(targets, args)
-    if not args.skip_redis:
-        _clean_redis(args.redis_url, prefix)
+        try:
+            results = compare(targets, args)
+        finally:
+            if not args.skip_redis:
+                delete_redis_prefix(args.redis_url, prefix)
     print(table(list(results.values())))
     print()
     for label, (baseline, budget) in budgets.items():
@@ -78,15 +80,3 @@ def main(argv: list[str]) -> int:
             f"{'PASS' if ratio >= 0.8 else 'FAIL'}"
         )
     return 0
-
-
-def _clean_redis(url: str, prefix: str) -> None:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gateway_kit.bench._load import (
     LoadResult,
     build_request,
+    cpu_seconds,
     free_port,
     peak_rss_mib,
     run_load,
@@ -221,6 +223,8 @@ class TargetResult:
     name: str
     runs: dict[int, LoadResult]
     rss_mib: float
+    #: The server's CPU time per request (all its threads), in ms, by concurrency; 0 unknown.
+    cpu_ms: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,57 +236,112 @@ class Target:
     command: Sequence[str] | None = None
     #: A file the server writes its API key to at start-up (Auth on).
     key_file: Path | None = None
+    #: Prebuilt requests to rotate through (one per API key, say) instead of the default one.
+    requests: tuple[bytes, ...] = ()
+
+
+def _requests(target: Target) -> tuple[bytes, ...]:
+    if target.requests:
+        return target.requests
+    headers = []
+    if target.key_file is not None:  # written during the server's start-up, done by now
+        headers.append(("Authorization", f"Bearer {target.key_file.read_text().strip()}"))
+    return (build_request(PATH, REQUEST_BODY, headers),)
 
 
 def compare(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, TargetResult]:
     """Start every target, then measure them round by round, interleaved.
 
     Interleaving (A, B, C, A, B, C...) spreads the machine's drift over all targets instead
-    of handing it to whichever ran last; each figure is the round with the median req/s.
+    of handing it to whichever ran last; each figure is the round with the median req/s. The
+    warm-up sends every rotating request at least once, and the rotation carries on from run
+    to run, so first-touch misses (of a key cache, say) are never measured.
     """
+    warmup_concurrency = 8
     with ExitStack() as stack:
         pids = {
             t.name: stack.enter_context(server_process(t.command, t.port)) if t.command else None
             for t in targets
         }
-        requests = {}
+        requests = {t.name: _requests(t) for t in targets}
+        offsets = dict.fromkeys(requests, 0)
         for t in targets:
-            headers = []
-            if t.key_file is not None:  # written during the server's start-up, done by now
-                headers.append(("Authorization", f"Bearer {t.key_file.read_text().strip()}"))
-            requests[t.name] = build_request(PATH, REQUEST_BODY, headers)
-            run_load(t.port, requests[t.name], concurrency=8, requests=args.warmup)
+            # Each connection sends at least its share of the rotation: all are touched.
+            share = math.ceil(len(requests[t.name]) / warmup_concurrency)
+            count = max(args.warmup, warmup_concurrency * share)
+            run_load(t.port, requests[t.name], concurrency=warmup_concurrency, requests=count)
         samples: dict[str, dict[int, list[LoadResult]]] = {t.name: {1: [], 32: []} for t in targets}
+        cpu = {t.name: {1: 0.0, 32: 0.0} for t in targets}
         for _ in range(args.rounds):
             for concurrency in (1, 32):
                 count = args.requests_c1 if concurrency == 1 else args.requests_c32
                 for t in targets:
+                    pid = pids[t.name]
+                    before = cpu_seconds(pid) if pid is not None else 0.0
                     result = run_load(
-                        t.port, requests[t.name], concurrency=concurrency, requests=count
+                        t.port,
+                        requests[t.name],
+                        concurrency=concurrency,
+                        requests=count,
+                        offset=offsets[t.name],
                     )
+                    if pid is not None:
+                        cpu[t.name][concurrency] += cpu_seconds(pid) - before
+                    offsets[t.name] += result.requests
                     samples[t.name][concurrency].append(result)
         rss = {name: peak_rss_mib(pid) if pid is not None else 0.0 for name, pid in pids.items()}
     results = {}
     for name, runs in samples.items():
         medians = {c: sorted(rs, key=lambda r: r.rps)[len(rs) // 2] for c, rs in runs.items()}
-        results[name] = TargetResult(name, medians, rss[name])
+        sent = {c: sum(r.requests for r in rs) for c, rs in runs.items()}
+        cpu_ms = {c: 1000 * cpu[name][c] / sent[c] if sent[c] else 0.0 for c in runs}
+        results[name] = TargetResult(name, medians, rss[name], cpu_ms)
     return results
 
 
 def table(results: Sequence[TargetResult]) -> str:
+    """p50/p99/req-s at c=1 and c=32, peak RSS, and the server's CPU ms per request."""
+    width = max(22, *(len(r.name) + 2 for r in results))
     header = (
-        f"{'target':<22}{'c1 p50 ms':>10}{'c1 p99 ms':>10}{'c1 req/s':>10}"
-        f"{'c32 p50 ms':>11}{'c32 p99 ms':>11}{'c32 req/s':>10}{'RSS MiB':>9}{'errors':>7}"
+        f"{'target':<{width}}{'c1 p50 ms':>10}{'c1 p99 ms':>10}{'c1 req/s':>10}"
+        f"{'c32 p50 ms':>11}{'c32 p99 ms':>11}{'c32 req/s':>10}{'RSS MiB':>9}"
+        f"{'cpu/req c1':>11}{'c32':>6}{'errors':>7}"
     )
     lines = [header, "-" * len(header)]
     for result in results:
         one, many = result.runs[1], result.runs[32]
+        cpu = result.cpu_ms
         lines.append(
-            f"{result.name:<22}{one.p50:>10.3f}{one.p99:>10.3f}{one.rps:>10.0f}"
+            f"{result.name:<{width}}{one.p50:>10.3f}{one.p99:>10.3f}{one.rps:>10.0f}"
             f"{many.p50:>11.3f}{many.p99:>11.3f}{many.rps:>10.0f}{result.rss_mib:>9.1f}"
+            f"{_cpu(cpu.get(1, 0.0)):>11}{_cpu(cpu.get(32, 0.0)):>6}"
             f"{one.errors + many.errors:>7}"
         )
     return "\n".join(lines)
+
+
+def _cpu(ms: float) -> str:
+    return f"{ms:.2f}" if ms else "-"
+
+
+def as_json(results: dict[str, TargetResult]) -> str:
+    return json.dumps(
+        {
+            name: {
+                f"c{c}": {
+                    "p50_ms": r.p50,
+                    "p99_ms": r.p99,
+                    "rps": r.rps,
+                    "errors": r.errors,
+                    "server_cpu_ms_per_request": result.cpu_ms.get(c, 0.0),
+                }
+                for c, r in result.runs.items()
+            }
+            | {"peak_rss_mib": result.rss_mib}
+            for name, result in results.items()
+        },
+        indent=2,
+    )
 
 
 def _ratios(results: dict[str, TargetResult], transport: str) -> list[str]:
@@ -330,24 +389,7 @@ def main(argv: list[str]) -> int:
     with server_process([*me, "--serve", "upstream", "--port", str(upstream_port)], upstream_port):
         results = compare(targets, args)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    name: {
-                        f"c{c}": {
-                            "p50_ms": r.p50,
-                            "p99_ms": r.p99,
-                            "rps": r.rps,
-                            "errors": r.errors,
-                        }
-                        for c, r in result.runs.items()
-                    }
-                    | {"peak_rss_mib": result.rss_mib}
-                    for name, result in results.items()
-                },
-                indent=2,
-            )
-        )
+        print(as_json(results))
         return 0
     print(table(list(results.values())))
     print()
