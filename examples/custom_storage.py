@@ -166,21 +166,27 @@ class DictStorage(Storage):
         return IncrResult(result.allowed, result.values[key])
 
     async def incr_many(
-        self, increments: Sequence[Increment], *, throttle: Throttle | None = None
+        self,
+        increments: Sequence[Increment],
+        *,
+        throttle: Throttle | None = None,
+        reads: Sequence[str] = (),
     ) -> IncrManyResult:
-        check_batch(increments, throttle)
+        # Read first: the reads see the state before this step, and a read that raises (a
+        # map, a log) does so before anything has changed.
+        read = {key: self._value(key) for key in check_batch(increments, throttle, reads)}
         current = {inc.key: self._counter(inc.key) or 0 for inc in increments}
         verdict, tat = None, None
         if throttle is not None:
             stored = self._counter(throttle.key)
             tat, verdict = gcra(throttle, stored, to_us(self._clock()))
             if not verdict.allowed:
-                return IncrManyResult(False, current, THROTTLED, verdict)
+                return IncrManyResult(False, current, THROTTLED, verdict, read)
         for inc in increments:
             if inc.refuses(current[inc.key]):
                 if throttle is not None:  # report the throttle as it stands: nothing taken
                     verdict = gcra(replace(throttle, cost=0), stored, to_us(self._clock()))[1]
-                return IncrManyResult(False, current, inc.key, verdict)
+                return IncrManyResult(False, current, inc.key, verdict, read)
         totals = {inc.key: current[inc.key] + inc.amount for inc in increments}
         if any(not INT64_MIN <= total <= INT64_MAX for total in totals.values()):
             raise StorageError("the increment would overflow a signed 64-bit counter")
@@ -189,7 +195,7 @@ class DictStorage(Storage):
             self._values[inc.key] = (b"%d" % totals[inc.key], expires_at)
         if throttle is not None and tat is not None:
             self._values[throttle.key] = (b"%d" % tat, tat / 1e6)
-        return IncrManyResult(True, totals, None, verdict)
+        return IncrManyResult(True, totals, None, verdict, read)
 
     async def throttle(
         self, key: str, *, limit: int, period: float, burst: int | None = None, cost: int = 1

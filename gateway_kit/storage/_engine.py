@@ -163,8 +163,15 @@ def cas(
 
 
 def incr_many(
-    tx: Tx, now: float, increments: Sequence[Increment], throttle: Throttle | None
+    tx: Tx,
+    now: float,
+    increments: Sequence[Increment],
+    throttle: Throttle | None,
+    reads: Sequence[str] = (),
 ) -> IncrManyResult:
+    # The reads come first: they see the state before the step, and one that raises (a map
+    # or a log) does so before anything is written.
+    read = {key: get(tx, now, key) for key in reads} if reads else {}
     entries = [_live(tx, inc.key, now, Kind.VALUE) for inc in increments]
     current = {inc.key: _counter(inc.key, e) for inc, e in zip(increments, entries, strict=True)}
     verdict: ThrottleResult | None = None
@@ -184,7 +191,7 @@ def incr_many(
     else:
         refused = next((i.key for i in increments if i.refuses(current[i.key])), None)
     if refused is not None:
-        return IncrManyResult(False, current, refused, verdict)
+        return IncrManyResult(False, current, refused, verdict, read)
     # Every sum is checked before the first write: all or nothing.
     totals = {i.key: _sum(i.key, current[i.key], i.amount) for i in increments}
     for inc, entry in zip(increments, entries, strict=True):
@@ -192,7 +199,7 @@ def incr_many(
         tx.write(inc.key, Entry(Kind.VALUE, b"%d" % totals[inc.key], expires_at))
     if throttle is not None and tat is not None:
         tx.write(throttle.key, Entry(Kind.VALUE, b"%d" % tat, tat / 1e6))
-    return IncrManyResult(True, totals, None, verdict)
+    return IncrManyResult(True, totals, None, verdict, read)
 
 
 def incr(tx: Tx, now: float, increment: Increment) -> IncrResult:

@@ -82,11 +82,19 @@ class LocalStorage(Storage, ABC):
         return await self._run(lambda tx, now: engine.incr(tx, now, inc))
 
     async def incr_many(
-        self, increments: Sequence[Increment], *, throttle: Throttle | None = None
+        self,
+        increments: Sequence[Increment],
+        *,
+        throttle: Throttle | None = None,
+        reads: Sequence[str] = (),
     ) -> IncrManyResult:
         incs = list(increments)
-        check_batch(incs, throttle)
-        return await self._run(lambda tx, now: engine.incr_many(tx, now, incs, throttle))
+        keys = check_batch(incs, throttle, reads)
+        if keys and not incs and throttle is None:  # reads alone: a read transaction
+            return await self._run(
+                lambda tx, now: engine.incr_many(tx, now, [], None, keys), write=False
+            )
+        return await self._run(lambda tx, now: engine.incr_many(tx, now, incs, throttle, keys))
 
     async def throttle(
         self, key: str, *, limit: int, period: float, burst: int | None = None, cost: int = 1

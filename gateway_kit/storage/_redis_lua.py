@@ -34,15 +34,27 @@ local function now_us()
 end
 """
 
-# KEYS: the counters, then the throttle key if any.
+# KEYS: the counters, then the throttle key if any, then the keys to read.
 # ARGV: n, then per counter (amount, refuse_above, max_current, min_current, ttl_ms), then
-#       (interval_us, capacity, cost) when there is a throttle.
+#       (interval_us, capacity, cost) when there is a throttle: ARGV's length says whether
+#       there is one, and the KEYS left after the counters and the throttle are the reads.
 # Returns {refused (0 none, -1 the throttle, i the i-th counter), throttled (0/1),
-#          allowed, remaining, retry_after_us, reset_after_us, current values...}.
+#          allowed, remaining, retry_after_us, reset_after_us, current values...,
+#          read values (nil when absent)...}.
+# The reads run before any write: they see the state before the step, and a read of a hash or
+# a list fails (WRONGTYPE) while nothing is changed yet, since a script's writes made before
+# an error are not undone. Without reads, the script skips them at the cost of one test.
 INCR_MANY = (
     _COMMON
     + """
 local n = tonumber(ARGV[1])
+local throttled = #ARGV > 1 + 5 * n
+local reads = #KEYS - n - (throttled and 1 or 0)
+local got
+if reads > 0 then
+  got = {}
+  for i = 1, reads do got[i] = redis.call('GET', KEYS[#KEYS - reads + i]) end
+end
 local cur, existed = {}, {}
 for i = 1, n do cur[i], existed[i] = counter(KEYS[i]) end
 
@@ -59,7 +71,6 @@ local function gcra(key, now, interval, window, cost)
 end
 
 local refused = 0
-local throttled = #KEYS > n
 local t = {true, 0, 0, 0, 0}
 local now, interval, window, cost
 if throttled then
@@ -95,6 +106,7 @@ if refused == 0 then
 end
 local out = {refused, throttled and 1 or 0, t[1] and 1 or 0, t[3], t[4], t[5]}
 for i = 1, n do out[6 + i] = cur[i] end
+if got then for i = 1, reads do out[6 + n + i] = got[i] end end
 return out
 """
 )

@@ -8,12 +8,19 @@ seconds as floats.
 Keys are ``"<partition>:<name>"``. The partition (a workspace id such as ``ws_abc123``, or ``gk``
 for global state) is what a multi-key operation may span: ``incr_many`` takes keys of one
 partition only, and ``RedisStorage`` hash-tags the partition so Redis Cluster accepts it.
+
+``incr_many`` is the request path's one atomic step: the layers of one request contribute
+their increments, an optional throttle and the keys they need to read (a cache entry, a
+window, committed spend), and the step reads, checks and writes them together (one script on
+Redis, one transaction on SQLite, one lock in memory), admitting the request or refusing it
+without side effects. Its reads see the state before the step's own writes, whether the step
+is applied or refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -130,13 +137,16 @@ class IncrManyResult:
     when the throttle refused (it is checked first), or the key of the increment that would
     have passed its limit. ``values`` maps each key to its value after the call (unchanged when
     refused). ``throttle`` is the throttle's verdict; when an increment refused, it is the
-    throttle's unchanged state (nothing was consumed).
+    throttle's unchanged state (nothing was consumed). ``reads`` maps each key of the call's
+    ``reads`` to its value as ``get`` would have returned it at the start of the step (before
+    its increments), whether the step was applied or refused.
     """
 
     allowed: bool
     values: Mapping[str, int]
     refused: str | None = None
     throttle: ThrottleResult | None = None
+    reads: Mapping[str, bytes | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +245,20 @@ class Storage(Protocol):
         ...
 
     async def incr_many(
-        self, increments: Sequence[Increment], *, throttle: Throttle | None = None
+        self,
+        increments: Sequence[Increment],
+        *,
+        throttle: Throttle | None = None,
+        reads: Sequence[str] = (),
     ) -> IncrManyResult:
-        """Apply every increment and take the throttle, or change nothing; one partition only."""
+        """Apply every increment and take the throttle, or change nothing; one partition only.
+
+        ``reads`` are keys (of the same partition) read in the same atomic step, before its
+        writes, and returned in ``IncrManyResult.reads`` as ``get`` returns them, whether the
+        step is applied or refused. A key may be both read and incremented (the read sees the
+        value before the increment); a key read twice is read once. A read key that holds a
+        map or a log raises ``StorageError``, and the step changes nothing.
+        """
         ...
 
     async def throttle(

@@ -84,20 +84,28 @@ def check_queue(queue: object) -> str:
     return name
 
 
-def check_batch(increments: Sequence[Increment], throttle: Throttle | None) -> None:
-    """An ``incr_many`` spans one partition and names each key once. (Each key was checked
-    when its ``Increment`` or ``Throttle`` was made.)"""
+def check_batch(
+    increments: Sequence[Increment], throttle: Throttle | None, reads: Sequence[str] = ()
+) -> list[str]:
+    """An ``incr_many`` spans one partition and increments each key once; returns its read
+    keys, checked like ``get``'s and each named once. (The other keys were checked when their
+    ``Increment`` or ``Throttle`` was made.) A key may be both read and incremented."""
     keys = [inc.key for inc in increments]
     if throttle is not None:
         keys.append(throttle.key)
     if len(set(keys)) != len(keys):
         raise InvalidKeyError("incr_many names the same key twice")
     partitions = {partition_of(key) for key in keys}
+    if reads:
+        if isinstance(reads, str | bytes):
+            raise TypeError("incr_many reads is a sequence of keys, not one key")
+        partitions.update(check_key(key) for key in reads)
     if len(partitions) > 1:
         raise InvalidKeyError(
             f"incr_many spans several partitions ({', '.join(sorted(partitions))}): "
             "its keys must share the text before the first ':'"
         )
+    return list(dict.fromkeys(reads)) if reads else []  # a key read twice is read once
 
 
 def check_value(value: object) -> bytes:

@@ -193,10 +193,14 @@ class RedisStorage(Storage):
         return IncrResult(result.allowed, result.values[key])
 
     async def incr_many(
-        self, increments: Sequence[Increment], *, throttle: Throttle | None = None
+        self,
+        increments: Sequence[Increment],
+        *,
+        throttle: Throttle | None = None,
+        reads: Sequence[str] = (),
     ) -> IncrManyResult:
         incs = list(increments)
-        check_batch(incs, throttle)
+        read_keys = check_batch(incs, throttle, reads)
         keys = [self._tagged(inc.key) for inc in incs]
         args: list[Any] = [len(incs)]
         for inc in incs:
@@ -209,17 +213,23 @@ class RedisStorage(Storage):
         if throttle is not None:
             keys.append(self._tagged(throttle.key))
             args += [throttle.interval_us, throttle.capacity, throttle.cost]
+        if read_keys:  # after the throttle's key: the script tells them apart by ARGV's length
+            keys += [self._tagged(key) for key in read_keys]
         reply = await self._script("incr_many", keys, args)
         refused, throttled, allowed, remaining, retry_us, reset_us, *values = reply
+        read: dict[str, bytes | None] = {}
+        if read_keys:
+            values, got = values[: len(incs)], values[len(incs) :]
+            read = dict(zip(read_keys, got, strict=True))
         current = {inc.key: int(value) for inc, value in zip(incs, values, strict=True)}
         verdict = None
         if throttled:
             verdict = ThrottleResult(bool(allowed), remaining, retry_us / 1e6, reset_us / 1e6)
         if refused:
             name = THROTTLED if refused == -1 else incs[refused - 1].key
-            return IncrManyResult(False, current, name, verdict)
+            return IncrManyResult(False, current, name, verdict, read)
         totals = {inc.key: current[inc.key] + inc.amount for inc in incs}
-        return IncrManyResult(True, totals, None, verdict)
+        return IncrManyResult(True, totals, None, verdict, read)
 
     async def throttle(
         self, key: str, *, limit: int, period: float, burst: int | None = None, cost: int = 1

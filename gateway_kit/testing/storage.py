@@ -10,8 +10,9 @@ Subclass ``StorageConformance`` in a test module and give it a ``storage`` fixtu
 
 Each test gets a fresh, empty store. ``clock`` is a ``FakeClock`` the tests advance instead of
 sleeping. A backend that keeps its server's time (Redis) sets ``injectable_clock = False``:
-tests that need an exact clock are then skipped, and the others let real time pass, briefly.
-Tests run on asyncio through the anyio pytest plugin.
+the tests that need an exact clock (``EXACT_CLOCK_TESTS``) are then collected and skipped,
+with the reason, and the others let real time pass, briefly, or measure it on the store's
+clock. Tests run on asyncio through the anyio pytest plugin.
 """
 
 from __future__ import annotations
@@ -27,27 +28,16 @@ from gateway_kit.exceptions import InvalidKeyError, StorageError
 from gateway_kit.storage.base import (
     THROTTLED,
     Increment,
+    IncrManyResult,
     Storage,
     Throttle,
 )
 from gateway_kit.storage.checks import INT64_MAX, INT64_MIN, MAX_KEY_BYTES
+from gateway_kit.testing.clock import FakeClock
 
 __all__ = ["FakeClock", "StorageConformance"]
 
 BINARY = bytes(range(256)) + b"\x00\r\n"
-
-
-class FakeClock:
-    """A clock to pass as ``clock=``: it stands still until ``advance`` moves it."""
-
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.time = start
-
-    def __call__(self) -> float:
-        return self.time
-
-    def advance(self, seconds: float) -> None:
-        self.time += seconds
 
 
 async def _gather(n: int, fn: Callable[[int], Awaitable[Any]]) -> list[Any]:
@@ -89,8 +79,9 @@ class StorageConformance:
         else:
             await anyio.sleep(seconds)
 
-    #: Tests that need exact times, so an injected clock: a backend on its server's clock
-    #: does not get them (they are left out at class creation, not collected and skipped).
+    #: Tests that need exact times, so an injected clock. On a backend that keeps its
+    #: server's time they are collected and skipped, with the reason; the throttle's
+    #: arithmetic is also checked on any clock by ``test_throttle_verdicts_on_the_store_clock``.
     EXACT_CLOCK_TESTS: ClassVar[tuple[str, ...]] = (
         "test_ttl_ends_exactly_on_time",
         "test_period_keys_roll_over",
@@ -98,11 +89,14 @@ class StorageConformance:
         "test_throttle_burst_and_cost",
     )
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if not cls.injectable_clock:
-            for name in cls.EXACT_CLOCK_TESTS:
-                setattr(cls, name, None)  # pytest collects only callables
+    @pytest.fixture(autouse=True)
+    def _exact_clock_or_skip(self, request: pytest.FixtureRequest) -> None:
+        # An autouse fixture runs before the others: a skipped test opens no store.
+        if not self.injectable_clock and request.function.__name__ in self.EXACT_CLOCK_TESTS:
+            pytest.skip(
+                f"needs an injectable clock: {type(self).__name__} sets injectable_clock = "
+                "False (its backend keeps its server's time, which a test cannot move)"
+            )
 
     # The clock and the lifecycle.
 
@@ -129,6 +123,7 @@ class StorageConformance:
             lambda k: storage.cas(k, None, b"v"),
             lambda k: storage.incr(k, 1),
             lambda k: storage.incr_many([Increment(k, 1)]),
+            lambda k: storage.incr_many([], reads=[k]),
             lambda k: storage.throttle(k, limit=1, period=1),
             lambda k: storage.map_set(k, "f", b"v"),
             lambda k: storage.map_get(k, "f"),
@@ -473,6 +468,125 @@ class StorageConformance:
         assert await storage.get("ws_1:spend") == b"1250"
         assert (await storage.throttle("ws_1:burst", limit=100, period=3600)).remaining == 94
 
+    # incr_many's reads.
+
+    async def test_incr_many_reads_come_back_with_the_step(self, storage: Storage) -> None:
+        await storage.set("ws_1:entry", BINARY)
+        await storage.incr("ws_1:spend", 1500)
+        result = await storage.incr_many(
+            [Increment("ws_1:requests", 1, limit=10)],
+            reads=["ws_1:entry", "ws_1:spend", "ws_1:missing", "ws_1:spend"],
+        )
+        assert result.allowed
+        assert dict(result.values) == {"ws_1:requests": 1}
+        # As ``get`` returns them: bytes, counters as ASCII decimal, absent as None; a key
+        # named twice is read once.
+        assert dict(result.reads) == {
+            "ws_1:entry": BINARY,
+            "ws_1:spend": b"1500",
+            "ws_1:missing": None,
+        }
+        alone = await storage.incr_many([], reads=["ws_1:requests", "ws_1:entry"])
+        assert (alone.allowed, dict(alone.values)) == (True, {})
+        assert dict(alone.reads) == {"ws_1:requests": b"1", "ws_1:entry": BINARY}
+        rate = Throttle("ws_1:burst", limit=5, period=3600)
+        throttled = await storage.incr_many([], throttle=rate, reads=["ws_1:spend"])
+        assert throttled.allowed
+        assert dict(throttled.reads) == {"ws_1:spend": b"1500"}
+        assert dict((await storage.incr_many([Increment("ws_1:requests", 1)])).reads) == {}
+
+    async def test_incr_many_reads_come_back_on_a_refusal(self, storage: Storage) -> None:
+        await storage.set("ws_1:cached", b"answer")
+        await storage.incr("ws_1:quota", 3)
+        refused = await storage.incr_many(
+            [Increment("ws_1:other", 1), Increment("ws_1:quota", 1, limit=3)],
+            reads=["ws_1:cached", "ws_1:quota", "ws_1:other"],
+        )
+        assert (refused.allowed, refused.refused) == (False, "ws_1:quota")
+        assert dict(refused.reads) == {
+            "ws_1:cached": b"answer",
+            "ws_1:quota": b"3",
+            "ws_1:other": None,
+        }
+        rate = Throttle("ws_1:burst", limit=1, period=3600)
+        assert (await storage.incr_many([], throttle=rate)).allowed
+        throttled = await storage.incr_many(
+            [Increment("ws_1:other", 1)], throttle=rate, reads=["ws_1:cached"]
+        )
+        assert throttled.refused == THROTTLED
+        assert dict(throttled.reads) == {"ws_1:cached": b"answer"}
+        assert await storage.get("ws_1:other") is None
+
+    async def test_incr_many_reads_see_the_state_before_its_writes(self, storage: Storage) -> None:
+        first = await storage.incr_many([Increment("ws_1:c", 5)], reads=["ws_1:c"])
+        assert (first.reads["ws_1:c"], first.values["ws_1:c"]) == (None, 5)
+        second = await storage.incr_many([Increment("ws_1:c", -2)], reads=["ws_1:c"])
+        assert (second.reads["ws_1:c"], second.values["ws_1:c"]) == (b"5", 3)
+        assert await storage.get("ws_1:c") == b"3"
+
+    async def test_incr_many_reads_of_expired_keys_are_none(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        await storage.set("ws_1:value", b"v", ttl=0.3)
+        await storage.incr("ws_1:counter", 7, ttl=0.3)
+        await storage.set("ws_1:lasting", b"l")
+        await self.pass_time(clock, 0.4)
+        result = await storage.incr_many(
+            [Increment("ws_1:n", 1)], reads=["ws_1:value", "ws_1:counter", "ws_1:lasting"]
+        )
+        assert dict(result.reads) == {
+            "ws_1:value": None,
+            "ws_1:counter": None,
+            "ws_1:lasting": b"l",
+        }
+
+    async def test_reading_a_map_or_a_log_raises_and_changes_nothing(
+        self, storage: Storage
+    ) -> None:
+        await storage.map_set("ws_1:map", "f", b"v")
+        await storage.log_append("ws_1:log", b"v", max_len=3)
+        rate = Throttle("ws_1:burst", limit=1, period=3600)
+        for key in ["ws_1:map", "ws_1:log"]:
+            with pytest.raises(StorageError):
+                await storage.incr_many(
+                    [Increment("ws_1:c", 1)], throttle=rate, reads=["ws_1:fine", key]
+                )
+        assert await storage.get("ws_1:c") is None
+        assert (await storage.throttle("ws_1:burst", limit=1, period=3600)).allowed  # untaken
+
+    async def test_incr_many_reads_stay_in_the_partition(self, storage: Storage) -> None:
+        with pytest.raises(InvalidKeyError, match="partitions"):
+            await storage.incr_many([Increment("ws_1:a", 1)], reads=["ws_2:a"])
+        with pytest.raises(InvalidKeyError, match="partitions"):
+            await storage.incr_many([], throttle=Throttle("ws_1:t", 1, 1), reads=["ws_2:a"])
+        with pytest.raises(InvalidKeyError, match="partitions"):
+            await storage.incr_many([], reads=["ws_1:a", "ws_2:a"])
+        with pytest.raises(TypeError):
+            await storage.incr_many([Increment("ws_1:a", 1)], reads="ws_1:a")  # one key
+        assert await storage.get("ws_1:a") is None
+        assert await storage.get("ws_1:t") is None
+
+    async def test_reads_are_atomic_with_the_increments_of_their_step(
+        self, storage: Storage
+    ) -> None:
+        # Each step adds 1 to one of two counters and reads both. In one atomic section, the
+        # steps line up one after another: the totals they read are 0..n-1, once each, and
+        # each step's counter reads one below the value its increment made. Reads taken
+        # outside the section (a get before the step, or after) would repeat or skip totals.
+        n = 60
+        keys = ["ws_1:even", "ws_1:odd"]
+
+        async def step(i: int) -> IncrManyResult:
+            return await storage.incr_many([Increment(keys[i % 2], 1)], reads=keys)
+
+        totals = []
+        for i, result in enumerate(await _gather(n, step)):
+            counts = [int(result.reads[key] or b"0") for key in keys]
+            assert result.values[keys[i % 2]] == counts[i % 2] + 1
+            totals.append(sum(counts))
+        assert sorted(totals) == list(range(n))
+        assert (await storage.get("ws_1:even"), await storage.get("ws_1:odd")) == (b"30", b"30")
+
     # The throttle (GCRA).
 
     async def test_throttle_admits_a_burst_then_one_per_interval(
@@ -514,6 +628,40 @@ class StorageConformance:
         assert (r.allowed, r.remaining) == (True, 4)
         clock.advance(0.2)
         assert (await storage.throttle("ws_1:c", limit=10, period=1, cost=6)).allowed
+
+    async def test_throttle_verdicts_on_the_store_clock(self, storage: Storage) -> None:
+        # The two tests above, on whatever clock the store keeps: the periods are long enough
+        # that the test's own duration (``spent``) frees no slot, so the counts are exact, and
+        # every time is exact up to ``spent`` (0 on an injected clock, which stands still).
+        start = await storage.now()
+        burst = [await storage.throttle("ws_1:rph", limit=60, period=3600) for _ in range(61)]
+        capped = [
+            await storage.throttle("ws_1:b", limit=10, period=3600, burst=3) for _ in range(4)
+        ]
+        costly = [
+            await storage.throttle("ws_1:c", limit=10, period=3600, cost=cost) for cost in (6, 6, 0)
+        ]
+        spent = await storage.now() - start
+        assert 0 <= spent < 60  # below every interval here (60 s and 360 s)
+
+        def near(seconds: float, exact: float) -> bool:
+            """Measured up to ``spent`` later than the instant ``exact`` is counted from."""
+            return exact - spent - 1e-6 <= seconds <= exact + 1e-6
+
+        for taken, r in enumerate(burst[:60], start=1):
+            assert (r.allowed, r.remaining, r.retry_after) == (True, 60 - taken, 0.0)
+            assert near(r.reset_after, 60.0 * taken)
+        refused = burst[60]
+        assert (refused.allowed, refused.remaining) == (False, 0)
+        assert near(refused.retry_after, 60.0)
+        assert near(refused.reset_after, 3600.0)
+        assert [r.allowed for r in capped] == [True, True, True, False]
+        assert near(capped[3].retry_after, 360.0)
+        first, second, look = costly
+        assert (first.allowed, first.remaining, first.reset_after) == (True, 4, 2160.0)
+        assert (second.allowed, second.remaining) == (False, 4)
+        assert near(second.retry_after, 720.0)
+        assert (look.allowed, look.remaining) == (True, 4)  # cost 0: a look, no change
 
     async def test_throttle_arguments_are_checked(self, storage: Storage) -> None:
         with pytest.raises(ValueError, match="burst"):

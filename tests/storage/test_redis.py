@@ -8,15 +8,18 @@ import time
 import traceback
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
 import redis
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import Connection
 
 from gateway_kit.bench.storage import count_round_trips
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import Increment, Storage, Throttle
+from gateway_kit.storage._pipeline import AutoPipeline
 from gateway_kit.storage.redis import RedisStorage
 from gateway_kit.testing.storage import StorageConformance
 
@@ -70,6 +73,57 @@ async def test_an_admission_is_one_round_trip(redis_url: str, redis_prefix: str)
         for _ in range(10):
             assert (await storage.incr_many(admission, throttle=burst)).allowed
         assert sent() - before == 10
+
+
+async def test_a_step_with_reads_is_still_one_round_trip(redis_url: str, redis_prefix: str) -> None:
+    async with count_round_trips(redis_url, prefix=redis_prefix) as (storage, sent):
+        await storage.set("ws_1:cache:abc", b"cached answer")
+        admission = [Increment("ws_1:requests", 1, limit=100), Increment("ws_1:spend", 1500)]
+        burst = Throttle("ws_1:burst", limit=60, period=60)
+        reads = ["ws_1:cache:abc", "ws_1:spend", "ws_1:window", "ws_1:requests"]
+        await storage.incr_many(admission, throttle=burst, reads=reads)  # connects, loads
+        before = sent()
+        for i in range(2, 12):
+            result = await storage.incr_many(admission, throttle=burst, reads=reads)
+            assert result.allowed
+            assert result.reads == {
+                "ws_1:cache:abc": b"cached answer",
+                "ws_1:spend": b"%d" % (1500 * (i - 1)),
+                "ws_1:window": None,
+                "ws_1:requests": b"%d" % (i - 1),
+            }
+        assert sent() - before == 10
+
+
+class _CountingConnection(Connection):
+    """A connection class of the user's: the scripts go through redis-py, counted here."""
+
+    sent = 0
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        type(self).sent += 1
+        await super().send_packed_command(command, check_health)
+
+
+async def test_a_step_with_reads_is_one_command_through_redis_py(
+    redis_url: str, redis_prefix: str
+) -> None:
+    pool = BlockingConnectionPool.from_url(redis_url, connection_class=_CountingConnection)
+    async with (
+        Redis.from_pool(pool) as client,
+        RedisStorage.from_client(client, prefix=redis_prefix) as storage,
+    ):
+        assert isinstance(storage._scripts, AutoPipeline)
+        admission = [Increment("ws_1:requests", 1, limit=100)]
+        burst = Throttle("ws_1:burst", limit=60, period=60)
+        reads = ["ws_1:cache:abc", "ws_1:requests"]
+        await storage.incr_many(admission, throttle=burst, reads=reads)  # connects, loads
+        before = _CountingConnection.sent
+        for _ in range(10):
+            result = await storage.incr_many(admission, throttle=burst, reads=reads)
+            assert result.allowed
+            assert result.reads["ws_1:cache:abc"] is None
+        assert _CountingConnection.sent - before == 10
 
 
 async def test_a_flushed_script_cache_is_reloaded(cluster_url: str) -> None:
