@@ -43,21 +43,22 @@ class ModelRoute:
     upstream_model: str
 
 
-def create_http_client(
-    *, transport: str = "httpx", max_connections: int = 512
-) -> httpx.AsyncClient:
+def create_http_client(*, transport: str = "auto", max_connections: int = 512) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` tuned for proxying: a pool that keeps every connection alive.
 
     ``transport="aiohttp"`` keeps the httpx API over aiohttp's faster connection handling
-    (needs the ``aiohttp`` extra).
+    (needs the ``aiohttp`` extra, part of ``server``); ``"auto"`` takes it when it is installed
+    and httpx's own pool otherwise.
     """
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
-    if transport == "aiohttp":
+    if transport in ("aiohttp", "auto"):
         try:
             from httpx_aiohttp import AiohttpTransport
         except ImportError:  # pragma: no cover - depends on the installed extras
+            if transport == "auto":
+                return httpx.AsyncClient(limits=limits)
             raise ConfigError(
                 "transport = 'aiohttp' needs the aiohttp extra: pip install 'gateway-kit[aiohttp]'"
             ) from None

@@ -229,12 +229,13 @@ def test_proxying_to_a_real_upstream_streams_and_relays(
     assert text == "".join(f"{i} " for i in range(upstream.stream_events))
 
 
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
 def test_a_client_leaving_mid_stream_closes_the_upstream_request(
-    fake_upstream: tuple[FakeOpenAIServer, str],
+    fake_upstream: tuple[FakeOpenAIServer, str], transport: str
 ) -> None:
     upstream, upstream_url = fake_upstream
     upstream.stream_events = 500  # 10 s of streaming if nobody stops it
-    with run_server(create_app(proxy_config(upstream_url))) as gateway_url:
+    with run_server(create_app(proxy_config(upstream_url, transport))) as gateway_url:
         body = {"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}], "stream": True}
         with (
             httpx.Client() as http,
@@ -246,11 +247,12 @@ def test_a_client_leaving_mid_stream_closes_the_upstream_request(
         assert upstream.stream_closed.wait(5)
 
 
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
 def test_an_upstream_crash_mid_stream_reaches_the_client_as_an_error_event(
-    fake_upstream: tuple[FakeOpenAIServer, str],
+    fake_upstream: tuple[FakeOpenAIServer, str], transport: str
 ) -> None:
     _, upstream_url = fake_upstream
-    with run_server(create_app(proxy_config(upstream_url))) as gateway_url:
+    with run_server(create_app(proxy_config(upstream_url, transport))) as gateway_url:
         body = {
             "model": "gpt-fake",
             "messages": [{"role": "user", "content": "x"}],
@@ -263,12 +265,14 @@ def test_an_upstream_crash_mid_stream_reaches_the_client_as_an_error_event(
     assert json.loads(data[-1])["error"]["code"] == "upstream_stream_error"
 
 
-def test_an_unreachable_upstream_answers_502() -> None:
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+def test_an_unreachable_upstream_answers_502(transport: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     # Nothing listens on the port any more: connections are refused.
-    with run_server(create_app(proxy_config(f"http://127.0.0.1:{port}"))) as gateway_url:
+    config = proxy_config(f"http://127.0.0.1:{port}", transport)
+    with run_server(create_app(config)) as gateway_url:
         response = httpx.post(
             f"{gateway_url}/v1/chat/completions",
             json={"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}]},

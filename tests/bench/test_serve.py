@@ -33,7 +33,7 @@ def test_the_configuration_is_a_users_with_every_layer_on_and_the_default_transp
     path = _write(tmp_path, Setup("s", redis=True))
     config = load_config(path)
     assert "transport" not in path.read_text()
-    assert config.providers[0].transport == "httpx"
+    assert config.providers[0].transport == "auto"
     assert config.providers[0].base_url == "http://127.0.0.1:9/v1"
     assert (config.auth.mode, config.limits.mode, config.budget.mode) == ("enforce",) * 3
     assert config.webhooks.worker
