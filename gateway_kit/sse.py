@@ -1,4 +1,23 @@
-"""Server-sent events: the one model of the format, for providers, metering and layers."""
+"""Server-sent events: the one model of the format, for providers, metering and every layer.
+
+``SSEParser`` turns a byte stream into ``SSEEvent`` objects as the WHATWG HTML standard reads
+an event stream ("9.2.6 Interpreting an event stream"): lines end with CRLF, LF or CR (a CR at
+the end of one chunk and an LF at the start of the next are one line end, or an empty line that
+dispatches nothing); a leading byte-order mark is dropped; a line starting with ``:`` is a
+comment; ``field: value`` loses one optional space after the colon, a line without a colon is a
+field with an empty value; ``data`` lines join with LF; ``id`` containing NUL and ``retry`` that
+is not all ASCII digits are ignored, as are unknown fields; a blank line ends the event, and an
+event cut off by the end of the stream is not dispatched (it is left in ``pending``).
+
+Two differences from a browser, because a gateway relays rather than consumes: an event with
+no ``data`` (a keep-alive comment, an ``id`` alone) is still returned, so it can be forwarded;
+and each event keeps the exact bytes it arrived as (``raw``), so an event nobody changed leaves
+byte for byte as it came. Changing an event (``set_data``, ``set_json``) drops ``raw``, and
+``encode`` writes the event anew in the canonical form (``field: value`` lines, LF line ends).
+
+OpenAI-style streams end with ``data: [DONE]`` (some servers write ``data:[DONE]``); both are
+``event.done``.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +25,197 @@ import json
 import re
 from typing import Any
 
-__all__ = ["SSEFramer", "sse_data", "sse_event"]
+__all__ = ["DONE", "SSEEvent", "SSEParser"]
+
+#: The data of the event that ends an OpenAI-style stream.
+DONE = "[DONE]"
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_TEXT_LINE_END = re.compile(r"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+_UNSET: Any = object()
 
 
-class SSEFramer:
-    """Splits a byte stream into complete server-sent events.
+class SSEEvent:
+    """One server-sent event. ``data`` is ``None`` when the event has no ``data`` field.
 
-    Events end with a blank line; lines end with LF, CRLF or CR (the SSE grammar). Splitting
-    happens only at those ASCII bytes, which never occur inside a multi-byte UTF-8 sequence, so
-    a character split between two chunks comes out whole. Events are returned byte for byte
-    as received, terminating blank line included; the concatenation of the events is the
-    stream (blank lines between events travel at the front of the next event).
+    ``raw`` holds the bytes the event arrived as (blank lines before it included), ``None``
+    for an event made here or changed since.
     """
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_json", "comments", "data", "event", "id", "raw", "retry")
+
+    def __init__(
+        self,
+        data: str | None = None,
+        *,
+        event: str | None = None,
+        id: str | None = None,
+        retry: int | None = None,
+        comments: tuple[str, ...] = (),
+        raw: bytes | None = None,
+    ) -> None:
+        self.data = data
+        self.event = event
+        self.id = id
+        self.retry = retry
+        #: Comment lines, each the text after its ``:`` (a space included, if any).
+        self.comments = comments
+        self.raw = raw
+        self._json: Any = _UNSET
+
+    @classmethod
+    def of_json(cls, value: Any) -> SSEEvent:
+        """A ``data`` event carrying ``value`` as compact JSON."""
+        event = cls(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        event._json = value
+        return event
+
+    @classmethod
+    def comment(cls, text: str) -> SSEEvent:
+        """A comment-only event (``: text``): clients ignore it, proxies pass it on."""
+        return cls(comments=(" " + text,))
+
+    @property
+    def done(self) -> bool:
+        """Whether this is the ``[DONE]`` event that ends an OpenAI-style stream."""
+        return self.data == DONE
+
+    def json(self) -> Any:
+        """The ``data`` parsed as JSON (parsed once). ``ValueError`` when it is not JSON."""
+        if self._json is _UNSET:
+            if self.data is None:
+                raise ValueError("the event has no data")
+            self._json = json.loads(self.data)
+        return self._json
+
+    def set_data(self, data: str | None) -> None:
+        self.data = data
+        self.raw = None
+        self._json = _UNSET
+
+    def set_json(self, value: Any) -> None:
+        """Replace ``data`` with ``value`` as compact JSON (after changing a parsed chunk)."""
+        self.set_data(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        self._json = value
+
+    def encode(self) -> bytes:
+        """The event on the wire: as received if unchanged, else written anew."""
+        if self.raw is not None:
+            return self.raw
+        lines = [":" + comment for comment in self.comments]
+        if self.event is not None:
+            lines.append("event: " + self.event)
+        if self.id is not None:
+            lines.append("id: " + self.id)
+        if self.retry is not None:
+            lines.append(f"retry: {self.retry}")
+        if self.data is not None:
+            lines += ["data: " + line for line in _TEXT_LINE_END.split(self.data)]
+        if not lines:
+            return b""
+        return ("\n".join(lines) + "\n\n").encode()
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.data, self.event, self.id, self.retry, self.comments)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SSEEvent):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = [f"{name}={value!r}" for name, value in zip(_FIELDS, self._key(), strict=True)]
+        return f"SSEEvent({', '.join(f for f in fields if not f.endswith(('=None', '=()')))})"
+
+
+_FIELDS = ("data", "event", "id", "retry", "comments")
+
+
+def parse_event(block: bytes) -> SSEEvent:
+    """The event of one complete block (its lines and the blank line that ends it)."""
+    # The common case (OpenAI and most providers): one `data:` line, LF line ends.
+    if (
+        block.startswith(b"data:")
+        and block.endswith(b"\n\n")
+        and b"\n" not in block[5:-2]
+        and b"\r" not in block
+    ):
+        data_line = block[6:-2] if block[5:6] == b" " else block[5:-2]
+        return SSEEvent(data_line.decode("utf-8", "replace"), raw=block)
+    data: list[str] = []
+    comments: list[str] = []
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+    for line in _TEXT_LINE_END.split(block.decode("utf-8", "replace")):
+        if not line:
+            continue
+        if line[0] == ":":
+            comments.append(line[1:])
+            continue
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id" and "\0" not in value:
+            id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            retry = int(value)
+    return SSEEvent(
+        "\n".join(data) if data else None,
+        event=event,
+        id=id,
+        retry=retry,
+        comments=tuple(comments),
+        raw=block,
+    )
+
+
+class SSEParser:
+    """Splits a byte stream into events at any chunk boundary; see the module docstring.
+
+    Splitting happens only at CR and LF bytes, which never occur inside a multi-byte UTF-8
+    sequence, so a character split between two chunks comes out whole. The events' ``raw``
+    bytes, concatenated, are the stream (blank lines between events travel at the front of the
+    next one), less a leading byte-order mark and what is still ``pending``.
+    """
+
+    __slots__ = ("_buffer", "_started")
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._started = False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
         buffer = self._buffer + chunk if self._buffer else chunk
+        if not self._started:
+            if len(buffer) < len(_BOM) and _BOM.startswith(buffer):
+                self._buffer = buffer  # perhaps the start of a byte-order mark
+                return []
+            self._started = True
+            buffer = buffer.removeprefix(_BOM)
+        return [parse_event(block) for block in self._split(buffer)]
+
+    def _split(self, buffer: bytes) -> list[bytes]:
         if b"\r" not in buffer:
-            # The common case (OpenAI and most providers): LF line ends only.
-            *events, self._buffer = buffer.split(b"\n\n")
-            return [event + b"\n\n" for event in events if event]
+            # LF line ends only: a blank line is "\n\n".
+            *blocks, self._buffer = buffer.split(b"\n\n")
+            events: list[bytes] = []
+            carry = b""
+            for block in blocks:
+                if block.strip(b"\n"):
+                    events.append(carry + block + b"\n\n")
+                    carry = b""
+                else:
+                    carry += block + b"\n\n"  # blank lines: they go with the next event
+            self._buffer = carry + self._buffer
+            return events
         events = []
         start = line_start = 0
         has_content = False
@@ -51,21 +235,5 @@ class SSEFramer:
 
     @property
     def pending(self) -> bytes:
-        """Bytes of an event not yet terminated (what a cut stream leaves behind)."""
+        """Bytes of an event not yet ended by a blank line (what a cut stream leaves behind)."""
         return self._buffer
-
-
-def sse_data(event: bytes) -> str | None:
-    """The ``data`` of one framed event (joined lines), or ``None`` if it has none."""
-    data_lines = [
-        line[5:].removeprefix(" ")
-        for line in event.decode("utf-8", "replace").splitlines()
-        if line.startswith("data:")
-    ]
-    return "\n".join(data_lines) if data_lines else None
-
-
-def sse_event(data: dict[str, Any] | str) -> bytes:
-    """Frame one ``data:`` event."""
-    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
-    return f"data: {text}\n\n".encode()

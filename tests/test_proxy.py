@@ -537,3 +537,62 @@ async def test_a_send_that_raises_because_the_client_left_ends_the_request_quiet
         await ChatCompletionsEndpoint(gateway)(scope, receive, send)
     assert len(sent) == 3
     assert stream.closed
+
+
+# -- found in review ----------------------------------------------------------------------------
+
+PRICED = GatewayConfig.model_validate(
+    {
+        **config_for().model_dump(mode="json", exclude={"models"}),
+        "models": [
+            {
+                "name": "gpt-fake",
+                "provider": "up",
+                "price": {"input_usd_per_mtok": "1", "output_usd_per_mtok": "2"},
+            }
+        ],
+    }
+)
+
+
+def usage_chunk(prompt: int, completion: int) -> bytes:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    body = {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    "done", [b"data: [DONE]\n\n", b"data:[DONE]\n\n"], ids=["space", "no-space"]
+)
+async def test_a_stream_is_billed_on_its_reported_usage_however_done_is_written(
+    upstream: FakeUpstream, done: bytes
+) -> None:
+    upstream.stream = ScriptedStream([chunk("hi"), usage_chunk(100, 50), done])
+    async with gateway_for(upstream, PRICED) as gateway:
+        response = await ASGIRecorder(create_app(gateway=gateway)).request(
+            "POST", URL, json={**HELLO, "stream": True}
+        )
+    comment = next(
+        m.message["body"] for m in response.body_messages if m.message["body"].startswith(b":")
+    )
+    # 100 prompt tokens at $1/M and 50 output tokens at $2/M: 200 micro-USD, as reported.
+    assert (
+        comment
+        == b": x-gateway-cost-usd=0.000200 x-gateway-savings-usd="
+        + comment.split(b"savings-usd=")[1]
+    )
+    assert b"estimated" not in comment
+    assert response.events()[-1] == "[DONE]"
+
+
+async def test_a_blank_line_before_done_still_ends_the_stream_cleanly(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.stream = ScriptedStream([chunk("hi"), b"\n", DONE])
+    async with gateway_for(upstream) as gateway:
+        response = await ASGIRecorder(create_app(gateway=gateway)).request(
+            "POST", URL, json={**HELLO, "stream": True}
+        )
+    events = response.events()
+    assert events[-1] == "[DONE]"
+    assert not any("upstream_stream_error" in e for e in events)

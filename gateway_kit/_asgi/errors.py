@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from gateway_kit._asgi.types import Send
 
@@ -25,7 +26,7 @@ async def send_error(
     type: str,
     code: str | None,
     param: str | None = None,
-    headers: tuple[tuple[bytes, bytes], ...] | list[tuple[bytes, bytes]] = (),
+    headers: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
     """Answer with an OpenAI-shaped JSON error. Layers call this and return; never raise."""
     body = error_body(message, type=type, code=code, param=param)

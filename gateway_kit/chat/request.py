@@ -9,38 +9,22 @@ parameters pass through without a release of ours.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from gateway_kit._asgi import Receive, Scope, Send, header, send_error
+from gateway_kit._asgi import Receive, Scope, header
 from gateway_kit.pipeline.body import BodyTooLarge, ClientDisconnected, read_body
 from gateway_kit.pipeline.context import get_context
+from gateway_kit.pipeline.verdicts import Refusal
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
-@dataclass(frozen=True, slots=True)
-class RequestError:
-    """Why a request cannot be served, as the OpenAI-shaped error it gets."""
-
-    status: int
-    message: str
-    code: str
-    param: str | None = None
-    type: str = "invalid_request_error"
-
-    async def send(self, send: Send) -> None:
-        await send_error(
-            send, self.status, self.message, type=self.type, code=self.code, param=self.param
-        )
-
-
 async def load_chat_request(
     scope: Scope, receive: Receive, *, max_body_bytes: int
-) -> tuple[dict[str, Any], Receive] | RequestError | None:
+) -> tuple[dict[str, Any], Receive] | Refusal | None:
     """The validated chat request and a ``receive`` replaying its body.
 
-    Returns a ``RequestError`` to answer with, or ``None`` when the client disconnected.
+    Returns a ``Refusal`` to answer with, or ``None`` when the client disconnected.
     """
     ctx = get_context(scope)
     if ctx.json is not None and ctx.body is not None:
@@ -48,7 +32,7 @@ async def load_chat_request(
         return ctx.json, receive
     content_type = header(scope, b"content-type")
     if content_type is not None and not _is_json(content_type):
-        return RequestError(
+        return Refusal(
             415,
             "Content-Type must be application/json.",
             code="unsupported_media_type",
@@ -56,13 +40,13 @@ async def load_chat_request(
     try:
         body, receive = await read_body(scope, receive, limit=max_body_bytes)
     except BodyTooLarge as exc:
-        return RequestError(413, str(exc), code="request_too_large")
+        return Refusal(413, str(exc), code="request_too_large")
     except ClientDisconnected:
         return None
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return RequestError(
+        return Refusal(
             400,
             "We could not parse the JSON body of your request: it is not valid JSON.",
             code="invalid_json",
@@ -79,12 +63,12 @@ def _is_json(content_type: bytes) -> bool:
     return media_type == b"application/json" or media_type.endswith(b"+json")
 
 
-def _invalid(param: str, message: str, code: str = "invalid_type") -> RequestError:
-    return RequestError(400, message, code=code, param=param)
+def _invalid(param: str, message: str, code: str = "invalid_type") -> Refusal:
+    return Refusal(400, message, code=code, param=param)
 
 
-def _missing(param: str) -> RequestError:
-    return RequestError(
+def _missing(param: str) -> Refusal:
+    return Refusal(
         400,
         f"Missing required parameter: '{param}'.",
         code="missing_required_parameter",
@@ -100,10 +84,10 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def validate_chat_request(payload: object) -> RequestError | None:
+def validate_chat_request(payload: object) -> Refusal | None:
     """Check the fields the gateway relies on; ``None`` when the request is acceptable."""
     if not isinstance(payload, dict):
-        return RequestError(
+        return Refusal(
             400, "The request body must be a JSON object.", code="invalid_type", param=None
         )
     if "model" not in payload:
@@ -139,7 +123,7 @@ def validate_chat_request(payload: object) -> RequestError | None:
     return _validate_tools(payload.get("tools"))
 
 
-def _validate_messages(messages: object) -> RequestError | None:
+def _validate_messages(messages: object) -> Refusal | None:
     if not isinstance(messages, list):
         return _invalid("messages", "'messages' must be an array of message objects.")
     if not messages:
@@ -167,7 +151,7 @@ def _validate_messages(messages: object) -> RequestError | None:
     return None
 
 
-def _validate_tools(tools: object) -> RequestError | None:
+def _validate_tools(tools: object) -> Refusal | None:
     if tools is None:
         return None
     if not isinstance(tools, list):

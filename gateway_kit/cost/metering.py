@@ -3,8 +3,8 @@
 A stream reports usage only when the request asks for it (``stream_options.include_usage``), in
 one last chunk with empty ``choices``. ``ask_for_usage`` asks upstream when the client did not,
 and the ``StreamMeter`` then strips that chunk (and any ``usage`` field) before forwarding, so
-the client gets exactly the stream it asked for. Events without ``"usage"`` in them are passed
-on untouched, without being parsed.
+the client gets exactly the stream it asked for. Events without ``"usage"`` in their data are
+passed on untouched, without being parsed.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import json
 from typing import Any
 
 from gateway_kit.cost.usage import Usage
+from gateway_kit.sse import SSEEvent
 
-__all__ = ["DONE", "StreamMeter", "ask_for_usage", "usage_of_body"]
-
-DONE = b"data: [DONE]"
+__all__ = ["StreamMeter", "ask_for_usage", "usage_of_body"]
 
 
 def ask_for_usage(payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -47,20 +46,19 @@ class StreamMeter:
         self.usage: Usage | None = None
         #: Data events seen before the end: about one output token each, for estimates.
         self.chunks = 0
-        self.done = False
 
-    def process(self, event: bytes) -> bytes | None:
-        """The event to forward (possibly rewritten), or ``None`` to drop it."""
-        if event.startswith(DONE):
-            self.done = True
+    def process(self, event: SSEEvent) -> SSEEvent | None:
+        """The event to forward (possibly changed), or ``None`` to drop it. ``[DONE]`` and
+        events without data pass untouched."""
+        data = event.data
+        if data is None or event.done:
             return event
-        if b'"usage"' not in event:
+        if '"usage"' not in data:
             self.chunks += 1
             return event
-        data = _data_of(event)
         try:
-            chunk = json.loads(data) if data is not None else None
-        except (ValueError, UnicodeDecodeError):
+            chunk = event.json()
+        except ValueError:
             chunk = None
         if not isinstance(chunk, dict) or "usage" not in chunk:
             self.chunks += 1
@@ -77,10 +75,5 @@ class StreamMeter:
         # Asking for usage makes OpenAI add `"usage": null` to every other chunk: gone too.
         self.chunks += 1
         del chunk["usage"]
-        text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)
-        return b"data: " + text.encode() + b"\n\n"
-
-
-def _data_of(event: bytes) -> bytes | None:
-    lines = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
-    return b"\n".join(lines) if lines else None
+        event.set_json(chunk)
+        return event

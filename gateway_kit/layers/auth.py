@@ -15,11 +15,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header, send_error
+from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.accounts.keys import Principal
+from gateway_kit.config import Mode
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.pipeline.context import get_context
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.verdicts import Refusal, Verdict
+from gateway_kit.storage import Storage
 
 logger = logging.getLogger("gateway_kit.auth")
 
@@ -27,31 +31,34 @@ _WORKSPACE_PATH = re.compile(r"/api/v1/workspaces/([^/]+)")
 _CHALLENGE = ((b"www-authenticate", b'Bearer realm="gateway-kit"'),)
 
 
-@dataclass(frozen=True, slots=True)
-class AuthVerdict:
-    """``principal`` when admitted; otherwise the status and error to answer with."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthVerdict(Verdict):
+    """``principal`` when admitted; otherwise ``refusal`` says why not (401 or 403)."""
 
-    principal: Principal | None
-    status: int = 200
-    code: str = ""
-    message: str = ""
+    principal: Principal | None = None
 
 
-_MISSING = AuthVerdict(
-    None,
+def _refused(status: int, code: str, message: str) -> AuthVerdict:
+    refusal = Refusal(
+        status,
+        message,
+        code=code,
+        type="authentication_error" if status == 401 else "permission_error",
+        headers=_CHALLENGE if status == 401 else (),
+    )
+    return AuthVerdict(action="block", refusal=refusal)
+
+
+_MISSING = _refused(
     401,
     "missing_api_key",
     "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
 )
-_MALFORMED = AuthVerdict(
-    None,
-    401,
-    "invalid_api_key",
-    "The Authorization header must be 'Bearer <key>'.",
-)
-_INVALID = AuthVerdict(None, 401, "invalid_api_key", "The API key is invalid, revoked or expired.")
-_FORBIDDEN = AuthVerdict(
-    None, 403, "workspace_forbidden", "This API key cannot access that workspace."
+_MALFORMED = _refused(401, "invalid_api_key", "The Authorization header must be 'Bearer <key>'.")
+_INVALID = _refused(401, "invalid_api_key", "The API key is invalid, revoked or expired.")
+_FORBIDDEN = _refused(403, "workspace_forbidden", "This API key cannot access that workspace.")
+_UNAVAILABLE = Refusal(
+    503, "Authentication is temporarily unavailable.", code="auth_unavailable", type="api_error"
 )
 
 
@@ -78,11 +85,13 @@ class AuthPolicy:
         match = _WORKSPACE_PATH.search(path)
         if match is not None and match.group(1) != principal.workspace_id:
             return _FORBIDDEN
-        return AuthVerdict(principal)
+        return AuthVerdict(principal=principal)
 
 
-class AuthMiddleware:
+class AuthMiddleware(PolicyLayer):
     """Authenticate every request but those under ``public_paths`` (exact paths)."""
+
+    concern = "auth"
 
     def __init__(
         self,
@@ -90,39 +99,35 @@ class AuthMiddleware:
         *,
         gateway: Gateway,
         public_paths: Iterable[str] = ("/healthz",),
-        mode: Literal["enforce", "off"] | None = None,
+        mode: Mode | Literal["enforce", "off"] | None = None,
     ) -> None:
-        self.app = app
+        super().__init__(app)
+        self._gateway = gateway
         self._policy = AuthPolicy(gateway)
         self._public = frozenset(public_paths)
-        self._mode = mode or gateway.config.auth.mode
+        self.mode = Mode(mode or gateway.config.auth.mode)
+        if self.mode is Mode.MONITOR:
+            raise ValueError("AuthMiddleware has no monitor mode: use 'enforce' or 'off'")
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._mode == "off" or scope["path"] in self._public:
-            await self.app(scope, receive, send)
-            return
+    @property
+    def storage(self) -> Storage:
+        return self._gateway.storage
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        if self.mode is Mode.OFF or scope["path"] in self._public:
+            return receive
         try:
             verdict = await self._policy.check(header(scope, b"authorization"), scope["path"])
         except StorageError as exc:
             # No way to tell who this is: closed, whatever the other layers' policies.
             logger.error("authentication unavailable: %s", exc)
-            await send_error(
-                send,
-                503,
-                "Authentication is temporarily unavailable.",
-                type="api_error",
-                code="auth_unavailable",
-            )
-            return
-        if verdict.principal is None:
-            await send_error(
-                send,
-                verdict.status,
-                verdict.message,
-                type="authentication_error" if verdict.status == 401 else "permission_error",
-                code=verdict.code,
-                headers=_CHALLENGE if verdict.status == 401 else (),
-            )
-            return
-        get_context(scope).principal = verdict.principal
-        await self.app(scope, receive, send)
+            await _UNAVAILABLE.send(send)
+            return None
+        ctx.verdicts[self.concern] = verdict
+        if verdict.refusal is not None:
+            await verdict.refusal.send(send)
+            return None
+        ctx.principal = verdict.principal
+        return receive

@@ -1,339 +1,446 @@
 """Budget Control: spend caps per period with warn, downgrade and block verdicts.
 
 Before the upstream call the layer reserves the request's estimated cost (prompt tokens counted
-here, output as the model usually answers, not the ``max_tokens`` ceiling) in one atomic storage
-operation, refused as a whole when the workspace's committed spend (settled + in flight) would
-pass ``block_at`` of its cap, or a key's cap. The verdict is the band the committed spend falls
-in, this request included:
+here, output as the model usually answers, not the ``max_tokens`` ceiling) as its part of the
+request's one admission step, refused as a whole when the workspace's committed spend (settled
++ in flight) would pass ``block_at`` of its cap, or a key's cap. The verdict is the band the
+committed spend falls in, this request included:
 
 - below ``warn_at``: pass; from ``warn_at``: pass with ``x-gateway-budget: warn``;
 - from ``downgrade_at``: the request goes to the model's ``downgrade_to`` (``x-gateway-budget:
   downgrade``, ``x-gateway-downgraded-from``); a model without one passes with ``warn``;
 - past ``block_at``: ``402 budget_exceeded``, unless the downgrade target still fits.
 
-With wallet billing on, the estimate is held from the workspace's wallet in the same atomic
-step (``402 insufficient_balance`` when the balance cannot cover it), whatever the mode.
+With wallet billing on, the same step holds the estimate against the wallet's balance
+(``402 insufficient_balance`` when it cannot cover it). After the response (success, upstream
+error, stream error, a client that left, cancellation) the reservation is settled with the real
+cost exactly once, and the request's savings are added. ``budget.alert`` is published once per
+threshold per period (a storage ``set if absent`` decides, across processes), after the
+response. ``monitor`` reserves nothing, never blocks or rewrites, and says what it would have
+done; ``off`` only records spend and savings. Requests without a principal (auth off) pass.
 
-After the response (its end, an upstream error, a client that left, cancellation) the
-reservation is settled with the real cost exactly once, and the request's savings are added.
-``budget.alert`` is published once per threshold per period (a storage ``set if absent``
-decides, across processes). ``monitor`` reserves nothing, never blocks or rewrites, and says
-what it would have done; ``off`` only records spend and savings. Requests without a principal
-(auth off) pass through.
+``BudgetPolicy`` makes every decision and is tested without ASGI; ``BudgetMiddleware`` reads
+the request and the caps and joins the admission; ``_BudgetStep`` is its part of one request.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-import anyio
-
-from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, send_error
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.periods import CurrentPeriod, Period
 from gateway_kit.accounts.spend import BudgetBand, BudgetThresholds, Reservation, effective_cap
-from gateway_kit.chat.request import RequestError, load_chat_request
-from gateway_kit.cost.costs import RequestCost
+from gateway_kit.chat.request import load_chat_request
+from gateway_kit.config import BudgetConfig, Mode, OnError
 from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.pipeline.context import get_context
-from gateway_kit.storage import Increment
+from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
+from gateway_kit.storage import Increment, IncrManyResult, Storage
 
-__all__ = ["BudgetMiddleware", "BudgetPolicy", "Verdict"]
+__all__ = ["BudgetMiddleware", "BudgetPolicy", "BudgetVerdict"]
 
 logger = logging.getLogger("gateway_kit.budget")
 
-Verdict = BudgetBand
-_ALERTS: tuple[Literal["warn", "downgrade", "block"], ...] = ("warn", "downgrade", "block")
+Threshold = Literal["warn", "downgrade", "block"]
+_THRESHOLDS: tuple[Threshold, ...] = ("warn", "downgrade", "block")
+Header = tuple[bytes, bytes]
 
 
-BudgetPolicy = BudgetThresholds
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetVerdict(Verdict):
+    """Budget Control's decision: the band, what the response says, and what to alert."""
+
+    band: BudgetBand = "ok"
+    #: ``x-gateway-budget``: warn, downgrade, block, wallet, would-<band>, unpriced, unchecked.
+    header: str | None = None
+    #: The model the request goes to instead (a downgrade).
+    downgrade_to: str | None = None
+    downgraded_from: str | None = None
+    #: Thresholds the committed spend reached: ``budget.alert`` for each (once per period).
+    alerts: tuple[Threshold, ...] = ()
+    committed: int = 0
+    cap: int | None = None
+
+    def headers(self) -> list[Header]:
+        headers = [] if self.header is None else [(b"x-gateway-budget", self.header.encode())]
+        if self.downgraded_from is not None:
+            headers.append((b"x-gateway-downgraded-from", self.downgraded_from.encode()))
+        return headers
 
 
-class BudgetMiddleware:
-    """Reserve before, settle after; verdicts as headers, a downgrade, or 402."""
+class BudgetPolicy:
+    """Budget Control's decisions, as plain functions of spend, caps and the mode."""
 
     def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        gateway: Gateway,
-        mode: Literal["enforce", "monitor", "off"] | None = None,
-        on_error: Literal["open", "closed"] | None = None,
+        self, config: BudgetConfig, *, mode: Mode, downgrades: Mapping[str, str | None]
     ) -> None:
-        self.app = app
-        self._gateway = gateway
-        config = gateway.config.budget
-        self._mode = mode or config.mode
-        self._on_error = on_error or config.on_error
-        self._policy = BudgetPolicy.from_config(config)
-        self._period = CurrentPeriod(config.period)
-        self._downgrades = {m.name: m.downgrade_to for m in gateway.config.models}
-        # Alerts this process knows were published: spares a storage write per request.
-        self._alerted: set[tuple[str, str, str]] = set()
+        self.thresholds = BudgetThresholds.from_config(config)
+        self.mode = mode
+        self._downgrades = dict(downgrades)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ctx = get_context(scope) if scope["type"] == "http" else None
-        principal = ctx.principal if ctx is not None else None
-        if ctx is None or principal is None:
-            await self.app(scope, receive, send)
-            return
-        gateway = self._gateway
-        loaded = await load_chat_request(
-            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes
-        )
-        if loaded is None:
-            return
-        if isinstance(loaded, RequestError):
-            await loaded.send(send)
-            return
-        payload, receive = loaded
-        model = ctx.model or payload["model"]
-        if gateway.route(model) is None:
-            await self.app(scope, receive, send)  # the endpoint answers 404
-            return
-        workspace_id, key_id = principal.workspace_id, principal.key_id
-        period = self._period.at(gateway.clock())
-        headers: list[tuple[bytes, bytes]] = []
-        reservation: Reservation | None = None
-        billing = False
-        try:
-            billing = await gateway.wallet.billing(workspace_id)
-            cap, key_cap = (None, None)
-            if self._mode != "off":
-                cap, key_cap = await self._caps(workspace_id, key_id)
-            if cap is not None or key_cap is not None or billing:
-                # Shielded: a reservation that ran in storage must come back here to be
-                # settled, even if the request is cancelled while its reply is on the way.
-                with anyio.CancelScope(shield=True):
-                    outcome = await self._reserve(
-                        workspace_id, key_id, period, model, payload, cap, key_cap, billing
-                    )
-                if isinstance(outcome, str):
-                    await self._refuse(send, outcome)
-                    return
-                reservation, headers, target = outcome
-                if target is not None:
-                    ctx.model = target
-        except StorageError as exc:
-            logger.error("budget unavailable (%s): %s", self._on_error, exc)
-            if self._on_error == "closed":
-                await send_error(
-                    send,
-                    503,
-                    "The budget cannot be checked right now; try again shortly.",
-                    type="api_error",
-                    code="budget_unavailable",
-                )
-                return
-            headers = [(b"x-gateway-budget", b"unchecked")]
+    def limit(self, cap: int | None) -> int | None:
+        """The most a workspace may commit, when the cap is enforced."""
+        if cap is None or self.mode is not Mode.ENFORCE:
+            return None
+        return self.thresholds.limit(cap)
 
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and headers:
-                message["headers"] = [*message.get("headers", ()), *headers]
-            await send(message)
+    def target(self, model: str) -> str | None:
+        """Where ``model`` is downgraded to (enforce mode only)."""
+        return self._downgrades.get(model) if self.mode is Mode.ENFORCE else None
 
-        try:
-            await self.app(scope, receive, send_with_headers)
-        finally:
-            # Shielded: a request cancelled by a disconnect still settles its reservation.
-            with anyio.CancelScope(shield=True):
-                await self._settle(ctx.cost, workspace_id, key_id, period, reservation, billing)
-
-    async def _caps(self, workspace_id: str, key_id: str) -> tuple[int | None, int | None]:
-        gateway = self._gateway
-        settings = await gateway.ledger.settings(workspace_id)
-        workspace = await gateway.workspaces.cached(workspace_id)
-        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
-        cap, _ = effective_cap(settings, plan.budget_usd if plan is not None else None)
-        return cap, settings.key_caps.get(key_id)
-
-    async def _reserve(
-        self,
-        workspace_id: str,
-        key_id: str,
-        period: Period,
-        model: str,
-        payload: dict[str, object],
-        cap: int | None,
-        key_cap: int | None,
-        billing: bool,
-    ) -> tuple[Reservation | None, list[tuple[bytes, bytes]], str | None] | str:
-        """(reservation, headers, downgrade target) when the request may go; else why not:
-        ``budget``, ``key_budget`` or ``wallet``."""
-        costs, ledger = self._gateway.costs, self._gateway.ledger
-        estimate = costs.reservation(model, payload)
-        if estimate is None:
-            # A model nobody priced cannot be held against a cap: served, and said so.
-            return None, [(b"x-gateway-budget", b"unpriced")], None
-        headers: list[tuple[bytes, bytes]] = []
-        enforce = self._mode == "enforce"
-        if self._mode == "monitor":
-            headers = await self._would(workspace_id, period, estimate, cap)
-            if not billing:
-                return None, headers, None
-        debt = self._gateway.wallet.debt_key(workspace_id)
-
-        async def hold(amount: int) -> tuple[Reservation | None, str | None, int]:
-            # The wallet's balance is minus its debt: a limit of 0 keeps it from going below 0.
-            extra = [Increment(debt, amount, limit=0)] if billing else []
-            return await ledger.reserve(
-                workspace_id,
-                key_id,
-                period,
-                amount,
-                cap=self._policy.limit(cap) if cap is not None and enforce else None,
-                key_cap=key_cap if enforce else None,
-                extra=extra,
-            )
-
-        target = self._downgrades.get(model) if enforce else None
-        reservation, refused, committed = await hold(estimate)
-        downgrade = False
-        if reservation is None and target is not None:
-            cheaper = costs.reservation(target, payload)
-            if cheaper is not None:
-                reservation, refused, committed = await hold(cheaper)
-                downgrade = reservation is not None
-        if reservation is None:
-            if refused == debt:
-                return "wallet"
-            if refused is not None and ":key:" in refused:
-                return "key_budget"
-            if cap is not None:
-                await self._alert(workspace_id, period, "block", committed, cap)
-            return "budget"
-        if not enforce:
-            return reservation, headers, None
-        verdict = await self._verdict(workspace_id, period, committed, cap)
-        if verdict == "downgrade" and target is None:
-            verdict = "warn"
-        if (downgrade or verdict == "downgrade") and target is not None:
-            headers = [
-                (b"x-gateway-budget", b"downgrade"),
-                (b"x-gateway-downgraded-from", model.encode()),
-            ]
-            return reservation, headers, target
-        if verdict != "ok":
-            headers = [(b"x-gateway-budget", verdict.encode())]
-        return reservation, headers, None
-
-    async def _would(
-        self,
-        workspace_id: str,
-        period: Period,
-        estimate: int,
-        cap: int | None,
-    ) -> list[tuple[bytes, bytes]]:
-        """Monitor mode: what enforcing would have done, as a header; nothing is held."""
-        committed = await self._gateway.ledger.committed(workspace_id, period) + estimate
-        verdict = await self._verdict(workspace_id, period, committed, cap)
-        return [] if verdict == "ok" else [(b"x-gateway-budget", f"would-{verdict}".encode())]
-
-    async def _verdict(
-        self, workspace_id: str, period: Period, committed: int, cap: int | None
-    ) -> Verdict:
-        """The band ``committed`` falls in; ``budget.alert`` for each threshold it reached."""
+    def reached(self, committed: int, cap: int | None) -> tuple[Threshold, ...]:
+        """The thresholds ``committed`` has reached (block: passed)."""
         if cap is None:
-            return "ok"
-        for alert in _ALERTS:
-            if committed >= self._policy.threshold(alert, cap) + (alert == "block"):
-                await self._alert(workspace_id, period, alert, committed, cap)
-        return self._policy.verdict(committed, cap)
+            return ()
+        return tuple(
+            t
+            for t in _THRESHOLDS
+            if committed >= self.thresholds.threshold(t, cap) + (t == "block")
+        )
 
-    async def _refuse(self, send: Send, reason: str) -> None:
+    def admitted(
+        self, model: str, committed: int, cap: int | None, *, downgraded: bool = False
+    ) -> BudgetVerdict:
+        """The reservation went through; ``committed`` includes it."""
+        if self.mode is not Mode.ENFORCE:  # off: spend is recorded, nothing is decided
+            return BudgetVerdict(committed=committed, cap=cap)
+        alerts = self.reached(committed, cap)
+        band = self.thresholds.verdict(committed, cap) if cap is not None else "ok"
+        target = self.target(model)
+        if band == "downgrade" and target is None:
+            band = "warn"
+        if target is not None and (downgraded or band == "downgrade"):
+            return BudgetVerdict(
+                action="downgrade",
+                band="downgrade",
+                header="downgrade",
+                downgrade_to=target,
+                downgraded_from=model,
+                alerts=alerts,
+                committed=committed,
+                cap=cap,
+            )
+        return BudgetVerdict(
+            action="pass" if band == "ok" else band,
+            band=band,
+            header=None if band == "ok" else band,
+            alerts=alerts,
+            committed=committed,
+            cap=cap,
+        )
+
+    def refused(
+        self, reason: Literal["budget", "key_budget", "wallet"], committed: int, cap: int | None
+    ) -> BudgetVerdict:
+        """The reservation did not fit: a 402."""
         if reason == "wallet":
             message = "The wallet balance cannot cover this request. Top up the wallet to continue."
-            code, verdict = "insufficient_balance", b"wallet"
+            code, header = "insufficient_balance", "wallet"
         else:
             what = "this API key's" if reason == "key_budget" else "the workspace's"
             message = (
                 f"This request would exceed {what} budget for the period. Raise the cap or "
                 "wait for the period to reset."
             )
-            code, verdict = "budget_exceeded", b"block"
-        await send_error(
-            send,
-            402,
-            message,
-            type="insufficient_quota",
-            code=code,
-            headers=[(b"x-gateway-budget", verdict)],
+            code, header = "budget_exceeded", "block"
+        alerts: tuple[Threshold, ...] = ("block",) if reason == "budget" and cap is not None else ()
+        return BudgetVerdict(
+            action="block",
+            refusal=Refusal(402, message, code=code, type="insufficient_quota"),
+            band="block",
+            header=header,
+            alerts=alerts,
+            committed=committed,
+            cap=cap,
         )
 
-    async def _alert(
+    def monitored(self, committed: int, cap: int | None) -> BudgetVerdict:
+        """Monitor mode: what enforcing would have done with ``committed`` (this request in)."""
+        band = self.thresholds.verdict(committed, cap) if cap is not None else "ok"
+        return BudgetVerdict(
+            action="pass" if band == "ok" else f"would-{band}",
+            band=band,
+            header=None if band == "ok" else f"would-{band}",
+            alerts=self.reached(committed, cap),
+            committed=committed,
+            cap=cap,
+        )
+
+
+class BudgetMiddleware(PolicyLayer):
+    """Reserve before, settle after; verdicts as headers, a downgrade, or 402."""
+
+    concern = "budget"
+
+    def __init__(
         self,
-        workspace_id: str,
-        period: Period,
-        verdict: Literal["warn", "downgrade", "block"],
-        committed: int,
-        cap: int,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        mode: Mode | str | None = None,
+        on_error: OnError | str | None = None,
     ) -> None:
-        """Publish ``budget.alert`` for ``verdict`` if nobody has this period (any process)."""
-        mark = (workspace_id, period.id, verdict)
-        if mark in self._alerted:
-            return
-        storage = self._gateway.storage
-        first = await storage.set(
-            f"{workspace_id}:budget:alert:{period.id}:{verdict}",
-            b"1",
-            ttl=period.seconds + 86_400,
-            if_absent=True,
+        super().__init__(app)
+        self.gateway = gateway
+        config = gateway.config.budget
+        self.mode = Mode(mode or config.mode)
+        self.on_error = OnError(on_error or config.on_error)
+        self.policy = BudgetPolicy(
+            config,
+            mode=self.mode,
+            downgrades={m.name: m.downgrade_to for m in gateway.config.models},
         )
-        self._alerted.add(mark)
-        if len(self._alerted) > 100_000:
-            self._alerted.clear()
-        if not first:
-            return
-        fraction = {
-            "warn": self._policy.warn_at,
-            "downgrade": self._policy.downgrade_at,
-            "block": self._policy.block_at,
-        }[verdict]
-        data = BudgetAlertData(
-            cap_usd=usd(cap),
-            spent_usd=usd(max(0, min(committed, 2**53))),
-            verdict=verdict,
-            threshold_pct=int(fraction * 100),
-            period_reset_at=datetime.fromtimestamp(period.end.timestamp(), UTC),
-        )
-        moment = datetime.fromtimestamp(self._gateway.clock(), UTC)
-        await self._gateway.events.publish(
-            Event.create(data, workspace_id=workspace_id, now=moment)
-        )
+        self.period = CurrentPeriod(config.period)
+        # Alerts this process knows were published: spares a storage write per request.
+        self.alerted: set[tuple[str, str, str]] = set()
 
-    async def _settle(
+    @property
+    def storage(self) -> Storage:
+        return self.gateway.storage
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        principal = ctx.principal
+        if principal is None:
+            return receive
+        gateway = self.gateway
+        loaded = await load_chat_request(
+            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes
+        )
+        if loaded is None:
+            return None  # the client left
+        if isinstance(loaded, Refusal):
+            await self.refuse(ctx, send, loaded)
+            return None
+        payload, receive = loaded
+        if gateway.route(ctx.model or payload["model"]) is None:
+            return receive  # the endpoint answers 404
+        try:
+            billing = await gateway.wallet.billing(principal.workspace_id)
+            cap = key_cap = None
+            if self.mode is not Mode.OFF:
+                cap, key_cap = await self._caps(principal)
+        except StorageError as exc:
+            refusal = unavailable(self.concern, self.on_error, exc)
+            if refusal is not None:
+                await self.refuse(ctx, send, refusal)
+                return None
+            ctx.verdicts[self.concern] = verdict = BudgetVerdict(
+                action="unchecked", header="unchecked"
+            )
+            ctx.headers.extend(verdict.headers())
+            return receive
+        period = self.period.at(gateway.clock())
+        ctx.admission.join(_BudgetStep(self, principal, period, payload, cap, key_cap, billing))
+        return receive
+
+    async def _caps(self, principal: Principal) -> tuple[int | None, int | None]:
+        gateway = self.gateway
+        settings = await gateway.ledger.settings(principal.workspace_id)
+        workspace = await gateway.workspaces.cached(principal.workspace_id)
+        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+        cap, _ = effective_cap(settings, plan.budget_usd if plan is not None else None)
+        return cap, settings.key_caps.get(principal.key_id)
+
+    async def alert(
+        self, ctx: RequestContext, workspace_id: str, period: Period, verdict: BudgetVerdict
+    ) -> None:
+        """Publish ``budget.alert`` for each threshold reached that nobody has published this
+        period (any process)."""
+        for threshold in verdict.alerts:
+            mark = (workspace_id, period.id, threshold)
+            if mark in self.alerted or verdict.cap is None:
+                continue
+            first = await self.storage.set(
+                f"{workspace_id}:budget:alert:{period.id}:{threshold}",
+                b"1",
+                ttl=period.seconds + 86_400,
+                if_absent=True,
+            )
+            if len(self.alerted) > 100_000:
+                self.alerted.clear()
+            self.alerted.add(mark)
+            if not first:
+                continue
+            data = BudgetAlertData(
+                cap_usd=usd(verdict.cap),
+                spent_usd=usd(max(0, min(verdict.committed, 2**53))),
+                verdict=threshold,
+                threshold_pct=int(self.policy.thresholds.fraction(threshold) * 100),
+                period_reset_at=datetime.fromtimestamp(period.end.timestamp(), UTC),
+            )
+            moment = datetime.fromtimestamp(self.gateway.clock(), UTC)
+            event = Event.create(data, workspace_id=workspace_id, now=moment)
+            ctx.events.append(event)
+            await self.gateway.events.publish(event)
+
+
+class _BudgetStep:
+    """Budget Control's part of one request's admission and settlement."""
+
+    concern = "budget"
+
+    def __init__(
         self,
-        cost: RequestCost | None,
-        workspace_id: str,
-        key_id: str,
+        layer: BudgetMiddleware,
+        principal: Principal,
         period: Period,
-        reservation: Reservation | None,
+        payload: dict[str, Any],
+        cap: int | None,
+        key_cap: int | None,
         billing: bool,
     ) -> None:
-        actual = savings = 0
-        if cost is not None:
-            actual = cost.cost_micro_usd or 0
-            savings = cost.savings_micro_usd
-        if reservation is None and not actual and not savings:
-            return
-        wallet = self._gateway.wallet
-        debt = wallet.debt_key(workspace_id)
-        try:
-            values = await self._gateway.ledger.settle(
-                workspace_id,
-                key_id,
+        self._layer = layer
+        self._principal = principal
+        self._period = period
+        self._payload = payload
+        self._cap = cap
+        self._key_cap = key_cap
+        self._billing = billing
+        self._model = ""
+        self._estimate = 0
+        self._downgraded = False
+        self._reservation: Reservation | None = None
+        self._verdict: BudgetVerdict | None = None
+        self._in_step = False
+
+    def _ops(self, amount: int) -> Contribution:
+        layer, principal = self._layer, self._principal
+        ledger = layer.gateway.ledger
+        extra = []
+        if self._billing:
+            # The wallet's balance is minus its debt: a limit of 0 keeps it from going below 0.
+            extra.append(Increment(self._debt, amount, limit=0))
+        enforce = layer.mode is Mode.ENFORCE
+        reads = [ledger.key(principal.workspace_id, self._period, "committed")]
+        if layer.mode is Mode.MONITOR and not self._billing:
+            return Contribution(reads=reads)  # monitor holds nothing
+        increments = ledger.reservation(
+            principal.workspace_id,
+            principal.key_id,
+            self._period,
+            amount,
+            cap=layer.policy.limit(self._cap),
+            key_cap=self._key_cap if enforce else None,
+            extra=extra,
+        )
+        return Contribution(increments, reads=reads if layer.mode is Mode.MONITOR else ())
+
+    @property
+    def _debt(self) -> str:
+        return self._layer.gateway.wallet.debt_key(self._principal.workspace_id)
+
+    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+        layer = self._layer
+        self._model = ctx.model or self._payload["model"]
+        if self._cap is None and self._key_cap is None and not self._billing:
+            return None  # nothing to hold against: spend is recorded after the response
+        estimate = layer.gateway.costs.reservation(self._model, self._payload)
+        if estimate is None:
+            # A model nobody priced cannot be held against a cap: served, and said so.
+            self._record(ctx, BudgetVerdict(action="unpriced", header="unpriced"))
+            return None
+        self._estimate = estimate
+        self._in_step = True
+        return self._ops(estimate)
+
+    def _record(self, ctx: RequestContext, verdict: BudgetVerdict) -> None:
+        self._verdict = verdict
+        ctx.verdicts[self.concern] = verdict
+        ctx.headers.extend(verdict.headers())
+
+    def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
+        if not result.allowed or not self._in_step:
+            return None
+        layer, principal = self._layer, self._principal
+        committed_key = layer.gateway.ledger.key(principal.workspace_id, self._period, "committed")
+        if layer.mode is Mode.MONITOR:
+            before = int(result.reads.get(committed_key) or 0)
+            verdict = layer.policy.monitored(before + self._estimate, self._cap)
+        else:
+            verdict = layer.policy.admitted(
+                self._model, result.values[committed_key], self._cap, downgraded=self._downgraded
+            )
+        if layer.mode is not Mode.MONITOR or self._billing:
+            self._reservation = Reservation(
+                principal.workspace_id,
+                principal.key_id,
+                self._period,
+                self._estimate,
+                holds={self._debt: self._estimate} if self._billing else {},
+            )
+        if verdict.downgrade_to is not None:
+            ctx.model = verdict.downgrade_to
+        self._record(ctx, verdict)
+        return None
+
+    def refused(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | Amend:
+        layer, principal = self._layer, self._principal
+        committed = result.values.get(
+            layer.gateway.ledger.key(principal.workspace_id, self._period, "committed"), 0
+        )
+        reason: Literal["budget", "key_budget", "wallet"] = "budget"
+        if result.refused == self._debt:
+            reason = "wallet"
+        elif result.refused is not None and ":key:" in result.refused:
+            reason = "key_budget"
+        target = layer.policy.target(self._model)
+        if reason == "budget" and target is not None and not self._downgraded:
+            cheaper = layer.gateway.costs.reservation(target, self._payload)
+            if cheaper is not None:
+                # Past the cap at this model's price: the downgrade target may still fit.
+                self._downgraded = True
+                self._estimate = cheaper
+                return Amend(self._ops(cheaper))
+        verdict = layer.policy.refused(reason, committed, self._cap)
+        self._record(ctx, verdict)
+        assert verdict.refusal is not None
+        return verdict.refusal
+
+    def failed(self, ctx: RequestContext, error: StorageError) -> Refusal | None:
+        refusal = unavailable(self.concern, self._layer.on_error, error)
+        if refusal is None:
+            self._record(ctx, BudgetVerdict(action="unchecked", header="unchecked"))
+        return refusal
+
+    def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
+        cost = ctx.cost
+        actual = (cost.cost_micro_usd or 0) if cost is not None else 0
+        savings = cost.savings_micro_usd if cost is not None else 0
+        reservation = self._reservation if admitted else None
+        principal, period = self._principal, self._period
+        increments: list[Increment] = []
+        if reservation is not None or actual or savings:
+            increments = self._layer.gateway.ledger.settlement(
+                principal.workspace_id,
+                principal.key_id,
                 period,
                 reservation,
                 actual,
                 savings,
-                extra=[(debt, actual)] if billing else (),
+                extra=[(self._debt, actual)] if self._billing else (),
             )
-            if billing and actual:
-                await wallet.check_low_balance(workspace_id, -values[debt])
-        except StorageError as exc:
-            # The reservation stays counted until the period's counters expire: the cap errs
-            # on the safe side. Logged loudly, since spend is now over-stated.
-            logger.error("budget settlement failed for %s: %s", workspace_id, exc)
+        verdict = self._verdict
+
+        async def then(values: Mapping[str, int]) -> None:
+            layer = self._layer
+            if self._billing and actual and self._debt in values:
+                await layer.gateway.wallet.check_low_balance(
+                    principal.workspace_id, -values[self._debt]
+                )
+            if verdict is not None and verdict.alerts:
+                await layer.alert(ctx, principal.workspace_id, period, verdict)
+
+        if not increments and (verdict is None or not verdict.alerts):
+            return None
+        return Settlement(increments, then)

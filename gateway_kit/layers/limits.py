@@ -1,10 +1,11 @@
 """``LimitsMiddleware``: the burst limit and the included requests per period.
 
-Both are checked in one atomic storage call (one round trip on Redis): a GCRA throttle of
-``burst_limit_rpm`` per minute (bursts of the same size) and the period's request counter,
-limited to ``included_requests``. Either refusal changes nothing, so rejected requests consume
-neither quota nor burst. A request refused further in (an invalid body, a budget block, an
-upstream failure: any status of 400 or more, or no response at all) gives its quota back.
+Both are one part of the request's admission step (one round trip on Redis with the other
+layers'): a GCRA throttle of ``burst_limit_rpm`` per minute (bursts of the same size) and the
+period's request counter, limited to ``included_requests``. Either refusal changes nothing, so
+rejected requests consume neither quota nor burst. A request refused further in (an invalid
+body, a budget block, an upstream failure: any status of 400 or more, or no response at all)
+gives its quota back when it settles.
 
 Every response carries ``RateLimit-Policy``/``RateLimit`` (the IETF draft's structured form,
 policies ``burst`` and ``quota``) and ``X-RateLimit-Limit/Remaining/Reset`` (the burst limit,
@@ -13,38 +14,38 @@ as most clients expect); a 429 carries ``Retry-After``.
 
 from __future__ import annotations
 
-import logging
 import math
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
 
-import anyio
-
-from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, send_error
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit._ttl import TTLMap
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.periods import CurrentPeriod, Period
 from gateway_kit.accounts.quota import burst_key, quota_key
-from gateway_kit.config import PlanConfig
+from gateway_kit.config import LimitsConfig, Mode, OnError, PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.pipeline.context import get_context
-from gateway_kit.storage import THROTTLED, Increment, Throttle
+from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
+from gateway_kit.storage import THROTTLED, Increment, IncrManyResult, Storage, Throttle
 
-logger = logging.getLogger("gateway_kit.limits")
+__all__ = ["LimitsMiddleware", "LimitsPolicy", "LimitsVerdict"]
 
 #: Counters outlive their period by this much, so the last period stays readable.
 _KEEP_AFTER_PERIOD = 7 * 86400.0
 
+Header = tuple[bytes, bytes]
 
-@dataclass(frozen=True, slots=True)
-class LimitsVerdict:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitsVerdict(Verdict):
     """What the limits say about one request, and the figures for the headers."""
 
-    allowed: bool
-    status: int
+    #: 200 when admitted, else the status enforcing answers with (429, 402 or 403).
+    status: int = 200
     code: str = ""
-    message: str = ""
     burst_limit: int = 0
     burst_remaining: int = 0
     burst_reset: float = 0.0
@@ -52,11 +53,9 @@ class LimitsVerdict:
     quota_limit: int = 0
     quota_used: int = 0
     period: Period | None = None
-    #: The quota counter was incremented (and is refunded if the request then fails).
-    counted: str | None = None
     overage: bool = False
 
-    def headers(self, now: float) -> list[tuple[bytes, bytes]]:
+    def headers(self, now: float) -> list[Header]:
         if self.period is None:
             return []
         window = self.period.seconds
@@ -75,28 +74,35 @@ class LimitsVerdict:
             (b"x-ratelimit-remaining", str(self.burst_remaining).encode()),
             (b"x-ratelimit-reset", str(burst_reset).encode()),
         ]
-        if not self.allowed and self.status == 429:
+        if self.status == 429:
             headers.append((b"retry-after", str(max(1, math.ceil(self.retry_after))).encode()))
         if self.overage:
             headers.append((b"x-gateway-quota", b"overage"))
         return headers
 
 
-class LimitsPolicy:
-    """Admits a principal's request against its plan; no ASGI in here."""
+_ERROR_TYPES = {429: "rate_limit_error", 402: "insufficient_quota", 403: "permission_error"}
 
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+
+class LimitsPolicy:
+    """Turns a workspace's plan into the admission's operations and the step's result into a
+    ``LimitsVerdict``; no ASGI and no storage in here."""
+
+    def __init__(self, config: LimitsConfig) -> None:
         # Memos, not per-request state: the current period, and each workspace's admission
         # operands for it (both change only when the period or the plan does).
-        self._period = CurrentPeriod(gateway.config.limits.period)
+        self._period = CurrentPeriod(config.period)
         self._operands: TTLMap[tuple[str, str, str], tuple[Increment, Throttle]] = TTLMap(
-            3600.0, maxsize=10_000
+            3600.0, maxsize=100_000
         )
 
-    def _admission(
+    def period(self, now: float) -> Period:
+        return self._period.at(now)
+
+    def operations(
         self, workspace_id: str, plan_name: str, plan: PlanConfig, period: Period
     ) -> tuple[Increment, Throttle]:
+        """The period's request counter and the burst throttle."""
         memo_key = (workspace_id, period.id, plan_name)
         operands = self._operands.get(memo_key)
         if operands is None:
@@ -112,39 +118,34 @@ class LimitsPolicy:
             self._operands.set(memo_key, operands)
         return operands
 
-    async def admit(self, principal: Principal) -> LimitsVerdict:
-        gateway = self._gateway
-        workspace = await gateway.workspaces.cached(principal.workspace_id)
-        if workspace is None:
-            return LimitsVerdict(
-                False, 403, "workspace_not_found", "The key's workspace no longer exists."
-            )
-        plan = gateway.workspaces.plan(workspace)
-        period = self._period.at(gateway.clock())
-        counter, burst = self._admission(workspace.id, workspace.plan, plan, period)
-        result = await gateway.storage.incr_many([counter], throttle=burst)
+    def verdict(
+        self, result: IncrManyResult, counter: Increment, plan: PlanConfig, period: Period
+    ) -> LimitsVerdict:
+        """The verdict of a step this policy's counter and throttle were part of."""
         throttle = result.throttle
         assert throttle is not None
         used = result.values[counter.key]
+        status, code, message = 200, "", ""
         if result.refused == THROTTLED:
             status, code = 429, "rate_limit_exceeded"
             message = (
                 f"Burst limit of {plan.burst_limit_rpm} requests per minute reached; "
                 f"retry in {max(1, math.ceil(throttle.retry_after))} s."
             )
-        elif result.refused is not None:
+        elif result.refused == counter.key:
             status, code = 402, "quota_exceeded"
             message = (
                 f"All {plan.included_requests} included requests of this period are used; "
                 f"the quota resets at {period.reset_at}."
             )
-        else:
-            status, code, message = 200, "", ""
+        refusal = None
+        if status != 200:
+            refusal = Refusal(status, message, code=code, type=_ERROR_TYPES[status])
         return LimitsVerdict(
-            status == 200,
-            status,
-            code,
-            message,
+            action="pass" if refusal is None else "block",
+            refusal=refusal,
+            status=status,
+            code=code,
             burst_limit=plan.burst_limit_rpm,
             burst_remaining=throttle.remaining,
             burst_reset=throttle.reset_after,
@@ -152,83 +153,135 @@ class LimitsPolicy:
             quota_limit=plan.included_requests,
             quota_used=used,
             period=period,
-            counted=counter.key if status == 200 else None,
-            overage=status == 200 and used > plan.included_requests,
+            overage=result.allowed and used > plan.included_requests,
         )
 
-    async def refund(self, key: str) -> None:
-        await self._gateway.storage.incr(key, -1)
 
-
-class LimitsMiddleware:
+class LimitsMiddleware(PolicyLayer):
     """Burst limit and quota for authenticated requests (no principal: passed through)."""
+
+    concern = "limits"
 
     def __init__(
         self,
         app: ASGIApp,
         *,
         gateway: Gateway,
-        mode: Literal["enforce", "monitor", "off"] | None = None,
-        on_error: Literal["open", "closed"] | None = None,
+        mode: Mode | str | None = None,
+        on_error: OnError | str | None = None,
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self._gateway = gateway
-        self._policy = LimitsPolicy(gateway)
-        self._mode = mode or gateway.config.limits.mode
-        self._on_error = on_error or gateway.config.limits.on_error
+        self.clock = gateway.clock
+        config = gateway.config.limits
+        self.policy = LimitsPolicy(config)
+        self.mode = Mode(mode or config.mode)
+        self.on_error = OnError(on_error or config.on_error)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal = get_context(scope).principal if scope["type"] == "http" else None
-        if principal is None or self._mode == "off":
-            await self.app(scope, receive, send)
-            return
+    @property
+    def storage(self) -> Storage:
+        return self._gateway.storage
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        principal = ctx.principal
+        if principal is None or self.mode is Mode.OFF:
+            return receive
+        gateway = self._gateway
         try:
-            verdict = await self._policy.admit(principal)
+            workspace = await gateway.workspaces.cached(principal.workspace_id)
         except StorageError as exc:
-            logger.error("limits unavailable (%s): %s", self._on_error, exc)
-            if self._on_error == "closed":
-                await send_error(
-                    send,
-                    503,
-                    "Request limits cannot be checked right now; try again shortly.",
-                    type="api_error",
-                    code="limits_unavailable",
-                )
-                return
-            await self.app(scope, receive, send)
-            return
-        headers = verdict.headers(self._gateway.clock())
-        if not verdict.allowed and self._mode == "enforce":
-            error_type = "rate_limit_error" if verdict.status == 429 else "insufficient_quota"
-            if verdict.status == 403:
-                error_type = "permission_error"
-            await send_error(
-                send,
-                verdict.status,
-                verdict.message,
-                type=error_type,
-                code=verdict.code,
-                headers=headers,
-            )
-            return
-        if not verdict.allowed:  # monitor: say what enforcing would have done
-            headers.append((b"x-gateway-limits", f"would-block={verdict.code}".encode()))
-        status = 0
+            refusal = unavailable(self.concern, self.on_error, exc)
+            if refusal is not None:
+                await self.refuse(ctx, send, refusal)
+                return None
+            ctx.verdicts[self.concern] = LimitsVerdict(action="unchecked")
+            return receive
+        if workspace is None:
+            return await self._no_workspace(ctx, send, receive)
+        plan = gateway.workspaces.plan(workspace)
+        period = self.policy.period(gateway.clock())
+        counter, burst = self.policy.operations(workspace.id, workspace.plan, plan, period)
+        ctx.admission.join(_LimitsStep(self, principal, plan, period, counter, burst))
+        return receive
 
-        async def send_with_headers(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), *headers]
-            await send(message)
+    async def _no_workspace(
+        self, ctx: RequestContext, send: Send, receive: Receive
+    ) -> Receive | None:
+        if self.mode is Mode.MONITOR:
+            ctx.verdicts[self.concern] = LimitsVerdict(action="would-block")
+            ctx.headers.append((b"x-gateway-limits", b"would-block=workspace_not_found"))
+            return receive
+        refusal = Refusal(
+            403,
+            "The key's workspace no longer exists.",
+            code="workspace_not_found",
+            type="permission_error",
+        )
+        ctx.verdicts[self.concern] = LimitsVerdict(
+            action="block", refusal=refusal, status=403, code="workspace_not_found"
+        )
+        await self.refuse(ctx, send, refusal)
+        return None
 
-        try:
-            await self.app(scope, receive, send_with_headers)
-        finally:
-            if verdict.counted is not None and (status == 0 or status >= 400):
-                # Shielded: a request cancelled by a disconnect still gives its quota back.
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await self._policy.refund(verdict.counted)
-                    except StorageError as exc:
-                        logger.error("quota refund failed: %s", exc)
+
+class _LimitsStep:
+    """The limits' part of one request's admission."""
+
+    concern = "limits"
+
+    def __init__(
+        self,
+        layer: LimitsMiddleware,
+        principal: Principal,
+        plan: PlanConfig,
+        period: Period,
+        counter: Increment,
+        burst: Throttle,
+    ) -> None:
+        self._layer = layer
+        self._plan = plan
+        self._period = period
+        self._counter = counter
+        self._burst = burst
+        self._in_step = True
+
+    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+        return Contribution([self._counter], self._burst)
+
+    def _record(self, ctx: RequestContext, verdict: LimitsVerdict) -> None:
+        ctx.verdicts[self.concern] = verdict
+        ctx.headers.extend(verdict.headers(self._layer.clock()))
+
+    def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
+        if not self._in_step:
+            return None  # monitor mode took itself out of the step
+        verdict = self._layer.policy.verdict(result, self._counter, self._plan, self._period)
+        self._record(ctx, verdict)
+        return None
+
+    def refused(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | Amend:
+        verdict = self._layer.policy.verdict(result, self._counter, self._plan, self._period)
+        assert verdict.refusal is not None
+        if self._layer.mode is Mode.MONITOR:
+            # Say what enforcing would have done, and let the others' step run without us.
+            self._record(ctx, replace(verdict, action="would-block", refusal=None))
+            ctx.headers.append((b"x-gateway-limits", f"would-block={verdict.code}".encode()))
+            self._in_step = False
+            return Amend(None)
+        self._record(ctx, verdict)
+        return verdict.refusal
+
+    def failed(self, ctx: RequestContext, error: StorageError) -> Refusal | None:
+        refusal = unavailable(self.concern, self._layer.on_error, error)
+        ctx.verdicts[self.concern] = LimitsVerdict(
+            action="unchecked" if refusal is None else "block", refusal=refusal
+        )
+        return refusal
+
+    def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
+        if admitted and self._in_step and (ctx.status == 0 or ctx.status >= 400):
+            # Not served (refused further in, failed upstream, or the client left first).
+            return Settlement([Increment(self._counter.key, -1)])
+        return None

@@ -1,10 +1,11 @@
 """``TelemetryMiddleware``: ``x-request-id`` and ``Server-Timing`` on every response.
 
-It runs first, so it creates the request context: a valid incoming ``x-request-id`` is kept
-(and sent upstream), anything else is replaced by a generated ``req_...`` id. ``Server-Timing``
-reports ``gateway`` (time spent in gateway-kit before the response started, upstream excluded)
-and each duration a layer recorded in ``ctx.timings`` (``upstream``: until the upstream's
-response headers for a stream, until its whole body otherwise).
+It runs first, so it creates the request context and owns the request in the pipeline (see
+``pipeline.entry``): a valid incoming ``x-request-id`` is kept (and sent upstream), anything
+else is replaced by a generated ``req_...`` id. ``Server-Timing`` reports ``gateway`` (time
+spent in gateway-kit before the response started, upstream excluded) and each duration a layer
+recorded in ``ctx.timings`` (``upstream``: until the upstream's first event for a stream, until
+its whole body otherwise). Both go out through the pipeline's one response wrapper.
 """
 
 from __future__ import annotations
@@ -12,10 +13,34 @@ from __future__ import annotations
 import re
 import time
 
-from gateway_kit._asgi import ASGIApp, Message, Receive, Scope, Send, header
+from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext, new_request_id
+from gateway_kit.pipeline.entry import enter, finish
+
+__all__ = ["TelemetryMiddleware"]
 
 _VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._:+=/-]{0,127}")
+
+Header = tuple[bytes, bytes]
+
+
+class _Timing:
+    """The headers of one request, computed when its response starts."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._ctx = ctx
+
+    def __call__(self) -> list[Header]:
+        ctx = self._ctx
+        elapsed = time.perf_counter() - ctx.started_at
+        own = elapsed - sum(ctx.timings.values())
+        timing = ", ".join(
+            [f"gateway;dur={own * 1000:.3f}"]
+            + [f"{name};dur={seconds * 1000:.3f}" for name, seconds in ctx.timings.items()]
+        )
+        return [(b"x-request-id", ctx.request_id.encode()), (b"server-timing", timing.encode())]
 
 
 class TelemetryMiddleware:
@@ -38,20 +63,10 @@ class TelemetryMiddleware:
             ctx = scope[CONTEXT_KEY] = RequestContext(request_id=request_id)
         else:
             ctx.request_id = request_id
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                elapsed = time.perf_counter() - ctx.started_at
-                own = elapsed - sum(ctx.timings.values())
-                timing = ", ".join(
-                    [f"gateway;dur={own * 1000:.3f}"]
-                    + [f"{name};dur={seconds * 1000:.3f}" for name, seconds in ctx.timings.items()]
-                )
-                message["headers"] = [
-                    *message.get("headers", ()),
-                    (b"x-request-id", ctx.request_id.encode()),
-                    (b"server-timing", timing.encode()),
-                ]
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+        ctx, send, owner = enter(scope, send)
+        ctx.header_sources.append(_Timing(ctx))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if owner:
+                await finish(ctx)

@@ -1,25 +1,35 @@
 """``RequestContext``: the per-request state the layers share, and nothing else does.
 
 It lives under ``scope["gateway_kit.context"]``, created by whichever layer runs first
-(``get_context``). Nothing per-request is kept on a middleware instance.
+(``get_context``). Nothing per-request is kept on a middleware instance. Besides who is calling
+and what they asked for, it collects what the layers decided (``verdicts``), the events they
+raised, the headers they add to the response, the transforms they want run over the answer,
+and their part of the one storage step (``admission``).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway_kit._asgi.types import Scope
 from gateway_kit.accounts.keys import Principal
+from gateway_kit.pipeline.admission import Admission
+from gateway_kit.pipeline.transforms import ResponseTransform
+from gateway_kit.pipeline.verdicts import Verdict
 
 if TYPE_CHECKING:
     from gateway_kit.cost.costs import RequestCost
+    from gateway_kit.events.models import Event
 
 __all__ = ["CONTEXT_KEY", "RequestContext", "get_context", "new_request_id"]
 
 CONTEXT_KEY = "gateway_kit.context"
+
+Header = tuple[bytes, bytes]
 
 
 @dataclass(slots=True)
@@ -37,9 +47,27 @@ class RequestContext:
     model: str | None = None
     #: Named durations in seconds for ``Server-Timing`` (``upstream`` is set by the endpoint).
     timings: dict[str, float] = field(default_factory=dict)
-    #: What the request cost (usage, micro-USD, flagship baseline), set by the endpoint once
+    #: What the request cost (usage, micro-USD, flagship baseline), set by metering once
     #: upstream may bill: reported usage, or an estimate (flagged) when none arrived.
     cost: RequestCost | None = None
+    #: Each layer's decision, by concern (``limits``, ``budget``...).
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    #: Events the layers published for this request, in order.
+    events: list[Event] = field(default_factory=list)
+    #: Headers the layers add to the response, written when it starts (whatever answers).
+    headers: list[Header] = field(default_factory=list)
+    #: Headers computed when the response starts (``Server-Timing``).
+    header_sources: list[Callable[[], Iterable[Header]]] = field(default_factory=list)
+    #: Transforms of the answer, in the order registered (outermost layer first).
+    transforms: list[ResponseTransform] = field(default_factory=list)
+    #: The layers' storage operations for this request (see ``pipeline.admission``).
+    admission: Admission = field(default_factory=Admission)
+    #: The response's status once started; 0 before.
+    status: int = 0
+    #: Whether the response's last body message went out.
+    responded: bool = False
+    #: Whether the one response wrapper is in place (``pipeline.entry``).
+    entered: bool = False
     #: Free-form values layers hand to each other (documented by the layer that sets them).
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -1,34 +1,85 @@
-"""How the response leaves: ``http.response.start`` exactly once."""
+"""How a response leaves: one ``send`` wrapper per request, and the writer of upstream answers.
+
+``respond_through`` is the only ``send`` wrapper the pipeline puts in place (once per request,
+by whichever layer runs first): when the response starts it records the status and adds the
+headers the layers collected on the context (rate limits, verdicts, cost, ``Server-Timing``),
+whoever answers, and it refuses a second ``http.response.start``. Layers never wrap ``send``
+for headers of their own.
+
+``ResponseWriter`` sends an upstream answer that went through the transform chain: it holds
+``http.response.start`` until the first body is ready (so a transform may still hold back or
+change the first event, and a JSON body's ``content-length`` is that of the body sent) and
+sends it exactly once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gateway_kit._asgi.types import Message, Send
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.sse import SSEEvent
 
-__all__ = ["ResponseTracker"]
+__all__ = ["ResponseWriter", "respond_through"]
+
+Header = tuple[bytes, bytes]
 
 
-class ResponseTracker:
-    """Wraps ``send``: knows whether the response started or ended, refuses a second start.
+def respond_through(ctx: RequestContext, send: Send) -> Send:
+    """``send``, adding the context's response headers when the response starts."""
 
-    A layer or endpoint that must answer an error after calling inner code checks ``started``:
-    before the start it can still send a proper error response, after it only an in-band one.
-    """
-
-    __slots__ = ("_send", "ended", "started", "status")
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self.started = False
-        self.ended = False
-        self.status = 0
-
-    async def __call__(self, message: Message) -> None:
+    async def send_with_context(message: Message) -> None:
         kind = message["type"]
         if kind == "http.response.start":
-            if self.started:
+            if ctx.status:
                 raise RuntimeError("http.response.start sent twice")
-            self.started = True
-            self.status = message["status"]
+            ctx.status = message["status"]
+            extra = list(ctx.headers)
+            for source in ctx.header_sources:
+                extra.extend(source())
+            if extra:
+                message["headers"] = [*message.get("headers", ()), *extra]
         elif kind == "http.response.body" and not message.get("more_body", False):
-            self.ended = True
-        await self._send(message)
+            ctx.responded = True
+        await send(message)
+
+    return send_with_context
+
+
+class ResponseWriter:
+    """Sends one upstream answer: ``whole`` for a body, ``emit``... ``end`` for a stream."""
+
+    __slots__ = ("_headers", "_send", "_status", "started")
+
+    def __init__(self, send: Send, status: int, headers: Sequence[Header]) -> None:
+        self._send = send
+        self._status = status
+        self._headers = headers
+        self.started = False
+
+    async def _start(self, extra: Sequence[Header] = ()) -> None:
+        self.started = True
+        headers = [*self._headers, *extra]
+        await self._send(
+            {"type": "http.response.start", "status": self._status, "headers": headers}
+        )
+
+    async def whole(self, body: bytes) -> None:
+        """The whole body, with its length."""
+        await self._start(((b"content-length", str(len(body)).encode()),))
+        await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def emit(self, events: Sequence[SSEEvent]) -> None:
+        """Stream events out, one body message each (the response starts with the first)."""
+        for event in events:
+            if not self.started:
+                await self._start()
+            await self._send(
+                {"type": "http.response.body", "body": event.encode(), "more_body": True}
+            )
+
+    async def end(self) -> None:
+        """End the stream (starting the response first if nothing was emitted)."""
+        if not self.started:
+            await self._start()
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})

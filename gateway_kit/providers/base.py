@@ -1,7 +1,8 @@
 """The ``Provider`` protocol: how the gateway talks to an upstream model service.
 
 A provider takes an OpenAI-format chat request and answers in OpenAI format: a JSON body, or a
-stream of complete server-sent events. Providers for other wire formats translate both ways.
+stream of server-sent events (``gateway_kit.sse.SSEEvent``, as ``SSEParser`` reads them).
+Providers for other wire formats translate both ways.
 
 Error contract (the router and the endpoint rely on it):
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from gateway_kit.sse import SSEEvent
 
 
 @dataclass(slots=True)
@@ -33,13 +36,13 @@ class ChatCall:
 
 @dataclass(slots=True)
 class ChatResponse:
-    """An upstream answer: a whole body, or a stream of complete SSE events."""
+    """An upstream answer: a whole body, or a stream of SSE events."""
 
     status: int
     #: Headers for the client (``content-type`` and safe provider metadata only).
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: bytes = b""
-    events: AsyncIterator[bytes] | None = None
+    events: AsyncIterator[SSEEvent] | None = None
     #: Releases the upstream connection of a stream; the endpoint awaits it exactly once.
     #: ``None`` when there is nothing left open (a whole body was read and released).
     close: Callable[[], Awaitable[None]] | None = None

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from gateway_kit.providers.base import ChatCall, ChatResponse
-from gateway_kit.sse import sse_event
+from gateway_kit.sse import DONE, SSEEvent
 
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream; charset=utf-8")]
@@ -84,9 +84,9 @@ class MockProvider:
         content: str | None,
         tool_call: dict[str, Any] | None,
         usage: dict[str, int],
-    ) -> AsyncGenerator[bytes, None]:
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            return sse_event(
+    ) -> AsyncGenerator[SSEEvent, None]:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
+            return SSEEvent.of_json(
                 {
                     "id": completion_id,
                     "object": "chat.completion.chunk",
@@ -122,7 +122,7 @@ class MockProvider:
             if self._delay:
                 await anyio.sleep(self._delay)
         yield chunk({}, "tool_calls" if tool_call else "stop")
-        yield sse_event(
+        yield SSEEvent.of_json(
             {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
@@ -132,7 +132,7 @@ class MockProvider:
                 "usage": usage,
             }
         )
-        yield b"data: [DONE]\n\n"
+        yield SSEEvent(DONE)
 
 
 def _reply(payload: dict[str, Any]) -> str:

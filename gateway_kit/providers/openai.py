@@ -13,7 +13,7 @@ import httpx
 
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.providers.base import ChatCall, ChatResponse
-from gateway_kit.sse import SSEFramer
+from gateway_kit.sse import SSEEvent, SSEParser
 
 #: Upstream response headers worth handing to the client, renamed where ours would clash.
 _FORWARDED_HEADERS = {
@@ -115,15 +115,14 @@ class OpenAIProvider:
 
         return ChatResponse(200, forwarded, events=events, close=close)
 
-    async def _events(self, response: httpx.Response) -> AsyncGenerator[bytes, None]:
-        framer = SSEFramer()
+    async def _events(self, response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
+        parser = SSEParser()
         done = False
         try:
             async for chunk in response.aiter_bytes():
-                for event in framer.feed(chunk):
+                for event in parser.feed(chunk):
                     # OpenAI ends every complete stream with `data: [DONE]`.
-                    if event.startswith(b"data: [DONE]") or event.startswith(b"data:[DONE]"):
-                        done = True
+                    done = done or event.done
                     yield event
         except httpx.HTTPError as exc:
             raise UpstreamStreamError(

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from gateway_kit._asgi import ASGIApp, Message
-from gateway_kit.sse import SSEFramer, sse_data
+from gateway_kit.sse import SSEParser
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +86,7 @@ class RecordedResponse:
 
     def events(self) -> list[str]:
         """The ``data`` of every server-sent event in the body."""
-        framer = SSEFramer()
-        data = (sse_data(event) for event in framer.feed(self.body))
-        return [d for d in data if d is not None]
+        return [e.data for e in SSEParser().feed(self.body) if e.data is not None]
 
 
 OnSend = Callable[[Message], Awaitable[None] | None]

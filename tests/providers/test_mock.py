@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from gateway_kit import ChatCall, MockProvider
-from gateway_kit.sse import sse_data
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +35,7 @@ async def call(payload: dict[str, Any], stream: bool = False) -> Any:
     if not stream:
         return json.loads(response.body)
     assert response.events is not None
-    events = [sse_data(e) async for e in response.events]
+    events = [e.data async for e in response.events]
     await response.close()
     return events
 

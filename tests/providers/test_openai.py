@@ -97,7 +97,7 @@ async def test_a_stream_is_framed_into_events_and_closed() -> None:
         ChatCall({**PAYLOAD, "stream": True}, None, stream=True)
     )
     assert response.events is not None
-    events = [event async for event in response.events]
+    events = [event.encode() async for event in response.events]
     await response.close()
     assert events == [b"data: {}\n\n", DONE]
     assert stream.closed

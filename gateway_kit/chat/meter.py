@@ -1,0 +1,80 @@
+"""Metering, the first response transform: usage read, the request priced, the cost told.
+
+It sees the upstream's answer before any other transform. For a JSON body it reads the usage
+and adds ``x-gateway-cost-usd`` (and ``-estimated``, ``x-gateway-savings-usd``) to the response
+headers. For a stream it reads the usage chunk (stripping it when the gateway asked for it on
+the client's behalf) and, just before ``[DONE]``, adds the cost as an SSE comment (the headers
+left long before). Whatever happens once upstream may bill (a cut stream, a client that left),
+``close`` gives the request a cost: the one reported, or an estimate flagged as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gateway_kit.cost.costs import Costs
+from gateway_kit.cost.metering import StreamMeter, usage_of_body
+from gateway_kit.cost.usage import Usage
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.transforms import JSONBody, ResponseTransform
+from gateway_kit.sse import SSEEvent
+
+__all__ = ["MeterTransform"]
+
+
+class MeterTransform(ResponseTransform):
+    """Prices the answer of ``model`` to ``payload`` into ``ctx.cost``."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        costs: Costs,
+        model: str,
+        payload: dict[str, Any],
+        *,
+        strip_usage: bool = False,
+    ) -> None:
+        self._ctx = ctx
+        self._costs = costs
+        self._model = model
+        self._payload = payload
+        self._meter = StreamMeter(strip_usage=strip_usage)
+        self._billable = False
+
+    def start(self, status: int) -> None:
+        self._billable = 200 <= status < 300
+
+    def _price(self, usage: Usage | None, *, output_tokens: int | None = None) -> None:
+        costs = self._costs
+        if usage is None:
+            usage = costs.estimate_usage(self._model, self._payload, output_tokens=output_tokens)
+        self._ctx.cost = cost = costs.of(self._model, usage)
+        costs.observe(cost)
+
+    def body(self, body: JSONBody) -> None:
+        if self._billable:
+            self._price(usage_of_body(body.raw))
+            assert self._ctx.cost is not None
+            self._ctx.headers.extend(self._ctx.cost.headers())
+
+    def event(self, event: SSEEvent) -> Sequence[SSEEvent]:
+        if event.done:
+            if not self._billable or self._ctx.cost is not None:
+                return (event,)
+            # The cost is known only now: an SSE comment just before `[DONE]`.
+            self._price(self._meter.usage, output_tokens=self._meter.chunks)
+            assert self._ctx.cost is not None
+            fields = b" ".join(name + b"=" + value for name, value in self._ctx.cost.headers())
+            return (SSEEvent.comment(fields.decode()), event)
+        forward = self._meter.process(event)
+        return () if forward is None else (forward,)
+
+    def close(self) -> Sequence[SSEEvent]:
+        if self._billable and self._ctx.cost is None:
+            # Upstream may bill a stream that never finished: an estimate, flagged as such.
+            usage = self._meter.usage or self._costs.estimate_usage(
+                self._model, self._payload, output_tokens=self._meter.chunks
+            )
+            self._ctx.cost = self._costs.of(self._model, usage)
+        return ()
