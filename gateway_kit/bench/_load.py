@@ -33,12 +33,17 @@ def free_port() -> int:
 
 @contextmanager
 def server_process(
-    module_args: Sequence[str], port: int, *, stop: signal.Signals = signal.SIGTERM
+    module_args: Sequence[str],
+    port: int,
+    *,
+    stop: signal.Signals = signal.SIGTERM,
+    pythonpath: str | None = None,
 ) -> Iterator[int]:
     """Start ``python -m <module_args>`` and wait until ``port`` accepts; yield its pid.
 
     ``stop`` is the signal that ends it: uvicorn shuts down on SIGTERM, then raises it again
     and dies by it, so code that must run at exit (cProfile writing its file) wants SIGINT.
+    ``pythonpath`` puts another checkout's ``gateway_kit`` first (a baseline to compare with).
 
     Its stdout (where uvicorn writes the access log) goes to ``/dev/null``; its stderr to a
     temporary file, shown if it fails to start (a pipe nobody reads would stall a chatty
@@ -49,7 +54,11 @@ def server_process(
             [sys.executable, "-m", *module_args],
             stdout=subprocess.DEVNULL,
             stderr=errors,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                **({"PYTHONPATH": pythonpath} if pythonpath else {}),
+            },
         )
         try:
             _wait_for_port(process, port, errors, " ".join(module_args))

@@ -16,6 +16,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from gateway_kit.bench._baseline import against_baseline, twins
 from gateway_kit.bench._load import delete_redis_prefix, free_port, server_process
 from gateway_kit.bench.proxy import Target, add_load_options, compare, table
 
@@ -62,6 +63,8 @@ def main(argv: list[str]) -> int:
             targets.append(Target(label, port, command, key_file))
             if baseline is not None and budget is not None:
                 budgets[label] = (baseline, budget)
+        if args.baseline:
+            targets += twins(targets, args.baseline)
         try:
             results = compare(targets, args)
         finally:
@@ -79,4 +82,5 @@ def main(argv: list[str]) -> int:
             f"{ratio:.2f}x its req/s at c=32 (target >= 0.80): "
             f"{'PASS' if ratio >= 0.8 else 'FAIL'}"
         )
+    print("\n".join(against_baseline(results)))
     return 0

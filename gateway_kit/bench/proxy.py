@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway_kit.bench._baseline import against_baseline, twins
 from gateway_kit.bench._load import (
     LoadResult,
     build_request,
@@ -238,6 +239,8 @@ class Target:
     key_file: Path | None = None
     #: Prebuilt requests to rotate through (one per API key, say) instead of the default one.
     requests: tuple[bytes, ...] = ()
+    #: A checkout whose ``gateway_kit`` the server runs (a baseline); ``None``: this one.
+    pythonpath: str | None = None
 
 
 def _requests(target: Target) -> tuple[bytes, ...]:
@@ -260,7 +263,9 @@ def compare(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, Ta
     warmup_concurrency = 8
     with ExitStack() as stack:
         pids = {
-            t.name: stack.enter_context(server_process(t.command, t.port)) if t.command else None
+            t.name: stack.enter_context(server_process(t.command, t.port, pythonpath=t.pythonpath))
+            if t.command
+            else None
             for t in targets
         }
         requests = {t.name: _requests(t) for t in targets}
@@ -362,6 +367,12 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests-c32", type=int, default=6400, help="requests per round at c=32")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (median kept)")
     parser.add_argument("--warmup", type=int, default=500, help="warm-up requests per target")
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also run each gateway-kit target from this checkout of another commit (git "
+        "worktree add /tmp/base <commit>), interleaved, and compare",
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -386,6 +397,8 @@ def main(argv: list[str]) -> int:
             command = [*me, "--serve", role, "--port", str(port)]
             command += ["--upstream", upstream_url, "--transport", transport]
             targets.append(Target(f"{label} ({transport})", port, command))
+    if args.baseline:
+        targets += twins([t for t in targets if t.name.startswith("gateway-kit")], args.baseline)
     with server_process([*me, "--serve", "upstream", "--port", str(upstream_port)], upstream_port):
         results = compare(targets, args)
     if args.json:
@@ -395,6 +408,7 @@ def main(argv: list[str]) -> int:
     print()
     for transport in args.transports.split(","):
         print("\n".join(_ratios(results, transport)))
+    print("\n".join(against_baseline(results)))
     fastest = max(
         (r for n, r in results.items() if n.startswith("gateway-kit")), key=lambda r: r.runs[32].rps
     )

@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from gateway_kit.bench._baseline import against_baseline, twins
 from gateway_kit.bench._load import (
     build_request,
     cpu_seconds,
@@ -231,6 +232,8 @@ def measure(args: argparse.Namespace) -> int:
         for setup in chosen:
             target, seconds = serve_target(setup, args, scratch, upstream)
             targets.append(target)
+            if args.baseline:
+                targets += twins([target], args.baseline)
             if setup.keys > 1:
                 notes.append(
                     f"{setup.label}: {setup.keys:,} workspaces and keys provisioned on Redis in "
@@ -243,7 +246,8 @@ def measure(args: argparse.Namespace) -> int:
         return 0
     print(table(list(results.values())))
     print()
-    print("\n".join([*ratios(results, chosen), *notes, *_errors(results)]))
+    lines = [*ratios(results, chosen), *against_baseline(results), *notes, *_errors(results)]
+    print("\n".join(lines))
     print(
         f"median of {args.rounds} round(s) of {args.requests_c1} requests at c=1 and "
         f"{args.requests_c32} at c=32; cpu/req: the server process's CPU ms per request"
@@ -253,7 +257,9 @@ def measure(args: argparse.Namespace) -> int:
 
 def profile(args: argparse.Namespace) -> int:
     """Profile one serve target while the load runs; print where its time goes."""
-    setup = Setup(f"{SERVE}, {args.profile}", redis=args.profile == "redis")
+    keys = args.profile_keys
+    label = f"{SERVE}, {args.profile}" + (f", {_count(keys)} keys" if keys > 1 else "")
+    setup = Setup(label, redis=args.profile == "redis", keys=keys)
     with _upstream_and_scratch(args) as (upstream, _, scratch):
         target, _ = serve_target(setup, args, scratch, upstream)
         assert target.command is not None
@@ -339,6 +345,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--profile-requests", type=int, default=5000, help="requests profiled")
     parser.add_argument("--profile-concurrency", type=int, default=1, help="while profiled")
+    parser.add_argument(
+        "--profile-keys", type=int, default=1, help="keys in rotation while profiled"
+    )
     parser.add_argument(
         "--profile-output",
         metavar="FILE",
