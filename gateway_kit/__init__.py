@@ -72,13 +72,18 @@ from gateway_kit.gateway import (
 )
 from gateway_kit.layers.auth import (
     AuthMiddleware,
+    AuthPolicy,
+    AuthVerdict,
 )
 from gateway_kit.layers.budget import (
     BudgetMiddleware,
     BudgetPolicy,
+    BudgetVerdict,
 )
 from gateway_kit.layers.limits import (
     LimitsMiddleware,
+    LimitsPolicy,
+    LimitsVerdict,
 )
 from gateway_kit.layers.telemetry import (
     TelemetryMiddleware,
@@ -89,7 +94,19 @@ from gateway_kit.payments import (
     sign_stripe_payload,
     verify_stripe_event,
 )
-from gateway_kit.pipeline.context import RequestContext, get_context
+from gateway_kit.pipeline import (
+    Amend,
+    Contribution,
+    JSONBody,
+    Participant,
+    PolicyLayer,
+    Refusal,
+    RequestContext,
+    ResponseTransform,
+    Settlement,
+    Verdict,
+    get_context,
+)
 from gateway_kit.providers.base import (
     ChatCall,
     ChatResponse,
@@ -100,6 +117,10 @@ from gateway_kit.providers.mock import (
 )
 from gateway_kit.providers.openai import (
     OpenAIProvider,
+)
+from gateway_kit.sse import (
+    SSEEvent,
+    SSEParser,
 )
 from gateway_kit.stack import (
     build_chat_stack,
@@ -135,17 +156,22 @@ __version__ = "0.1.0"
 __all__ = [
     "EVENT_TYPES",
     "AdminConfig",
+    "Amend",
     "AuthConfig",
     "AuthMiddleware",
+    "AuthPolicy",
+    "AuthVerdict",
     "BudgetAlertData",
     "BudgetConfig",
     "BudgetMiddleware",
     "BudgetPolicy",
+    "BudgetVerdict",
     "ChatCall",
     "ChatCompletionsEndpoint",
     "ChatResponse",
     "ClaimedItem",
     "ConfigError",
+    "Contribution",
     "CostConfig",
     "Costs",
     "DeadItem",
@@ -161,9 +187,12 @@ __all__ = [
     "Increment",
     "InvalidKeyError",
     "InvalidRequestError",
+    "JSONBody",
     "KeyRotatedData",
     "LimitsConfig",
     "LimitsMiddleware",
+    "LimitsPolicy",
+    "LimitsVerdict",
     "LowBalanceData",
     "MemoryStorage",
     "MockProvider",
@@ -175,11 +204,13 @@ __all__ = [
     "OnError",
     "OpenAIProvider",
     "OutputEstimator",
+    "Participant",
     "PaymentFailedData",
     "PaymentNotice",
     "PaymentSucceededData",
     "PaymentsConfig",
     "PlanConfig",
+    "PolicyLayer",
     "PriceConfig",
     "PriceTable",
     "Principal",
@@ -187,12 +218,17 @@ __all__ = [
     "ProviderConfig",
     "ProviderError",
     "RedisStorage",
+    "Refusal",
     "RequestContext",
     "RequestCost",
+    "ResponseTransform",
     "SQLiteStorage",
+    "SSEEvent",
+    "SSEParser",
     "SSRFGuard",
     "SecurityEventData",
     "ServerConfig",
+    "Settlement",
     "SignatureError",
     "Storage",
     "StorageConfig",
@@ -204,6 +240,7 @@ __all__ = [
     "UpstreamStreamError",
     "UpstreamUnavailableError",
     "Usage",
+    "Verdict",
     "WebhookStaleData",
     "WebhooksConfig",
     "__version__",

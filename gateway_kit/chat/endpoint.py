@@ -85,10 +85,11 @@ class ChatCompletionsEndpoint:
             )
             await ctx.admission.answer(ctx, gateway.storage, unknown, send)
             return
-        refusal = await ctx.admission.commit(ctx, gateway.storage)
-        if refusal is not None:
-            await refusal.send(send)
-            return
+        if ctx.admission.pending:
+            refusal = await ctx.admission.commit(ctx, gateway.storage)
+            if refusal is not None:
+                await refusal.send(send)
+                return
         # The layers may have changed the model (a budget downgrade): one of ours still.
         route = gateway.route(ctx.model or requested)
         assert route is not None

@@ -113,11 +113,12 @@ class AuthMiddleware(PolicyLayer):
     def storage(self) -> Storage:
         return self._gateway.storage
 
+    def passes(self, scope: Scope) -> bool:
+        return self.mode is Mode.OFF or scope["path"] in self._public
+
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
-        if self.mode is Mode.OFF or scope["path"] in self._public:
-            return receive
         try:
             verdict = await self._policy.check(header(scope, b"authorization"), scope["path"])
         except StorageError as exc:

@@ -41,7 +41,7 @@ from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
-from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
 from gateway_kit.pipeline.layer import PolicyLayer
 from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
 from gateway_kit.storage import Increment, IncrManyResult, Storage
@@ -207,12 +207,15 @@ class BudgetMiddleware(PolicyLayer):
     def storage(self) -> Storage:
         return self.gateway.storage
 
+    def passes(self, scope: Scope) -> bool:
+        ctx = scope.get(CONTEXT_KEY)
+        return ctx is None or ctx.principal is None  # no caller to bill (auth off)
+
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
         principal = ctx.principal
-        if principal is None:
-            return receive
+        assert principal is not None
         gateway = self.gateway
         loaded = await load_chat_request(
             scope, receive, max_body_bytes=gateway.config.server.max_body_bytes

@@ -26,7 +26,7 @@ from gateway_kit.config import LimitsConfig, Mode, OnError, PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
-from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
 from gateway_kit.pipeline.layer import PolicyLayer
 from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
 from gateway_kit.storage import THROTTLED, Increment, IncrManyResult, Storage, Throttle
@@ -182,12 +182,14 @@ class LimitsMiddleware(PolicyLayer):
     def storage(self) -> Storage:
         return self._gateway.storage
 
+    def passes(self, scope: Scope) -> bool:
+        return self.mode is Mode.OFF or not _has_principal(scope)
+
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
         principal = ctx.principal
-        if principal is None or self.mode is Mode.OFF:
-            return receive
+        assert principal is not None
         gateway = self._gateway
         try:
             workspace = await gateway.workspaces.cached(principal.workspace_id)
@@ -224,6 +226,11 @@ class LimitsMiddleware(PolicyLayer):
         )
         await self.refuse(ctx, send, refusal)
         return None
+
+
+def _has_principal(scope: Scope) -> bool:
+    ctx = scope.get(CONTEXT_KEY)
+    return ctx is not None and ctx.principal is not None
 
 
 class _LimitsStep:

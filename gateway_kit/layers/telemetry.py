@@ -24,23 +24,15 @@ _VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._:+=/-]{0,127}")
 Header = tuple[bytes, bytes]
 
 
-class _Timing:
-    """The headers of one request, computed when its response starts."""
-
-    __slots__ = ("_ctx",)
-
-    def __init__(self, ctx: RequestContext) -> None:
-        self._ctx = ctx
-
-    def __call__(self) -> list[Header]:
-        ctx = self._ctx
-        elapsed = time.perf_counter() - ctx.started_at
-        own = elapsed - sum(ctx.timings.values())
-        timing = ", ".join(
-            [f"gateway;dur={own * 1000:.3f}"]
-            + [f"{name};dur={seconds * 1000:.3f}" for name, seconds in ctx.timings.items()]
-        )
-        return [(b"x-request-id", ctx.request_id.encode()), (b"server-timing", timing.encode())]
+def _timing_headers(ctx: RequestContext) -> list[Header]:
+    """``x-request-id`` and ``Server-Timing``, computed when the response starts."""
+    elapsed = time.perf_counter() - ctx.started_at
+    own = elapsed - sum(ctx.timings.values())
+    timing = ", ".join(
+        [f"gateway;dur={own * 1000:.3f}"]
+        + [f"{name};dur={seconds * 1000:.3f}" for name, seconds in ctx.timings.items()]
+    )
+    return [(b"x-request-id", ctx.request_id.encode()), (b"server-timing", timing.encode())]
 
 
 class TelemetryMiddleware:
@@ -64,7 +56,7 @@ class TelemetryMiddleware:
         else:
             ctx.request_id = request_id
         ctx, send, owner = enter(scope, send)
-        ctx.header_sources.append(_Timing(ctx))
+        ctx.header_sources.append(_timing_headers)
         try:
             await self.app(scope, receive, send)
         finally:

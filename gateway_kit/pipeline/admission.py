@@ -68,8 +68,9 @@ class Amend:
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
-    """What a participant does once the response is done: increments (run in one step with
-    the other participants'), then ``then`` with the values after."""
+    """What a participant does once the response is done: increments (of one partition, each
+    key once; run in one step with the other participants'), then ``then`` with the values
+    after."""
 
     increments: Sequence[Increment] = ()
     then: Callable[[Mapping[str, int]], Awaitable[None]] | None = None
@@ -218,11 +219,17 @@ class Admission:
         when the response is done; never raises."""
         done, self.settled = self.settled, []
         settlements = [s for p, admitted in done if (s := p.settle(ctx, admitted)) is not None]
-        increments = [inc for s in settlements for inc in s.increments]
+        writing = [s.increments for s in settlements if s.increments]
         values: dict[str, int] = {}
-        if increments and self.storage is not None:
+        if writing and self.storage is not None:
+            # One participant's increments are one step as they are; several are grouped.
+            groups = (
+                writing
+                if len(writing) == 1
+                else _by_partition([inc for increments in writing for inc in increments])
+            )
             try:
-                for group in _by_partition(increments):
+                for group in groups:
                     values.update((await self.storage.incr_many(group)).values)
             except StorageError as exc:
                 logger.error("settlement failed for %s: %s", ctx.request_id, exc)

@@ -57,7 +57,7 @@ class RequestContext:
     #: Headers the layers add to the response, written when it starts (whatever answers).
     headers: list[Header] = field(default_factory=list)
     #: Headers computed when the response starts (``Server-Timing``).
-    header_sources: list[Callable[[], Iterable[Header]]] = field(default_factory=list)
+    header_sources: list[Callable[[RequestContext], Iterable[Header]]] = field(default_factory=list)
     #: Transforms of the answer, in the order registered (outermost layer first).
     transforms: list[ResponseTransform] = field(default_factory=list)
     #: The layers' storage operations for this request (see ``pipeline.admission``).

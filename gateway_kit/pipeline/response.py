@@ -34,9 +34,9 @@ def respond_through(ctx: RequestContext, send: Send) -> Send:
             if ctx.status:
                 raise RuntimeError("http.response.start sent twice")
             ctx.status = message["status"]
-            extra = list(ctx.headers)
+            extra = ctx.headers  # complete now: nothing is added once the response started
             for source in ctx.header_sources:
-                extra.extend(source())
+                extra.extend(source(ctx))
             if extra:
                 message["headers"] = [*message.get("headers", ()), *extra]
         elif kind == "http.response.body" and not message.get("more_body", False):

@@ -19,7 +19,7 @@ async def test_the_response_starts_once_with_the_context_headers() -> None:
 
     ctx = RequestContext(request_id="req_1")
     ctx.headers.append((b"x-a", b"1"))
-    ctx.header_sources.append(lambda: [(b"x-b", ctx.request_id.encode())])
+    ctx.header_sources.append(lambda c: [(b"x-b", c.request_id.encode())])
     wrapped = respond_through(ctx, send)
     await wrapped({"type": "http.response.start", "status": 200, "headers": [(b"x-own", b"0")]})
     assert ctx.status == 200
