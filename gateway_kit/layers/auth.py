@@ -9,7 +9,6 @@ storage; an unknown key writes nothing anywhere.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,15 +16,13 @@ from typing import Literal
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.accounts.keys import Principal
-from gateway_kit.config import Mode
+from gateway_kit.config import Mode, OnError
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.layer import PolicyLayer
-from gateway_kit.pipeline.verdicts import Refusal, Verdict
+from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
 from gateway_kit.storage import Storage
-
-logger = logging.getLogger("gateway_kit.auth")
 
 _WORKSPACE_PATH = re.compile(r"/api/v1/workspaces/([^/]+)")
 _CHALLENGE = ((b"www-authenticate", b'Bearer realm="gateway-kit"'),)
@@ -57,9 +54,6 @@ _MISSING = _refused(
 _MALFORMED = _refused(401, "invalid_api_key", "The Authorization header must be 'Bearer <key>'.")
 _INVALID = _refused(401, "invalid_api_key", "The API key is invalid, revoked or expired.")
 _FORBIDDEN = _refused(403, "workspace_forbidden", "This API key cannot access that workspace.")
-_UNAVAILABLE = Refusal(
-    503, "Authentication is temporarily unavailable.", code="auth_unavailable", type="api_error"
-)
 
 
 class AuthPolicy:
@@ -123,8 +117,9 @@ class AuthMiddleware(PolicyLayer):
             verdict = await self._policy.check(header(scope, b"authorization"), scope["path"])
         except StorageError as exc:
             # No way to tell who this is: closed, whatever the other layers' policies.
-            logger.error("authentication unavailable: %s", exc)
-            await _UNAVAILABLE.send(send)
+            refusal = unavailable(self.concern, OnError.CLOSED, exc)
+            assert refusal is not None
+            await refusal.send(send)
             return None
         ctx.verdicts[self.concern] = verdict
         if verdict.refusal is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway_kit import MemoryStorage
+from gateway_kit import MemoryStorage, StorageError
 from tests.fakes import Env, provisioned
 
 pytestmark = pytest.mark.anyio
@@ -157,3 +157,23 @@ async def test_auth_off_serves_without_a_key() -> None:
             json={"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}]},
         )
         assert response.status == 200
+
+
+class UnreadableStorage(MemoryStorage):
+    """Memory storage whose reads fail while ``broken`` is set."""
+
+    broken = False
+
+    async def get(self, key: str) -> bytes | None:
+        if self.broken:
+            raise StorageError("storage is down")
+        return await super().get(key)
+
+
+async def test_a_storage_failure_answers_503_whatever_the_other_layers_say() -> None:
+    async with provisioned("scale", storage_class=UnreadableStorage) as env:
+        env.storage.broken = True
+        response = await env.chat()
+        assert response.status == 503
+        assert response.json()["error"]["code"] == "auth_unavailable"
+        assert env.upstream.calls == 0
