@@ -51,13 +51,23 @@ def savings_key(workspace_id: str) -> str:
     return f"{workspace_id}:savings"
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetThresholds:
-    """Budget Control's thresholds, as exact decimals: bands change at the exact micro-USD."""
+_BANDS: tuple[Literal["warn", "downgrade", "block"], ...] = ("warn", "downgrade", "block")
 
-    warn_at: Decimal
-    downgrade_at: Decimal
-    block_at: Decimal
+
+class BudgetThresholds:
+    """Budget Control's thresholds, as exact decimals: bands change at the exact micro-USD.
+
+    The thresholds of a cap are computed once and remembered (caps change seldom; a request
+    asks for them several times).
+    """
+
+    __slots__ = ("_cuts", "block_at", "downgrade_at", "warn_at")
+
+    def __init__(self, warn_at: Decimal, downgrade_at: Decimal, block_at: Decimal) -> None:
+        self.warn_at = warn_at
+        self.downgrade_at = downgrade_at
+        self.block_at = block_at
+        self._cuts: dict[int, tuple[int, int, int]] = {}
 
     @classmethod
     def from_config(cls, config: BudgetConfig) -> BudgetThresholds:
@@ -73,21 +83,36 @@ class BudgetThresholds:
             verdict
         ]
 
+    def cuts(self, cap: int) -> tuple[int, int, int]:
+        """The warn, downgrade and block thresholds of ``cap``, in micro-USD."""
+        cuts = self._cuts.get(cap)
+        if cuts is None:
+            warn, downgrade, block = (
+                int((fraction * cap).to_integral_value(rounding=ROUND_FLOOR))
+                for fraction in (self.warn_at, self.downgrade_at, self.block_at)
+            )
+            cuts = (warn, downgrade, block)
+            if len(self._cuts) >= 10_000:
+                self._cuts.clear()
+            self._cuts[cap] = cuts
+        return cuts
+
     def threshold(self, verdict: Literal["warn", "downgrade", "block"], cap: int) -> int:
         """The committed spend, in micro-USD, from which ``verdict`` applies (block: past it)."""
-        return int((self.fraction(verdict) * cap).to_integral_value(rounding=ROUND_FLOOR))
+        return self.cuts(cap)[_BANDS.index(verdict)]
 
     def limit(self, cap: int) -> int:
         """The most a workspace may commit: ``block_at`` of the cap."""
-        return self.threshold("block", cap)
+        return self.cuts(cap)[2]
 
     def verdict(self, committed: int, cap: int) -> BudgetBand:
         """The band ``committed`` falls in (a refused reservation is ``block`` by itself)."""
-        if committed > self.limit(cap):
+        warn, downgrade, block = self.cuts(cap)
+        if committed > block:
             return "block"
-        if committed >= self.threshold("downgrade", cap):
+        if committed >= downgrade:
             return "downgrade"
-        if committed >= self.threshold("warn", cap):
+        if committed >= warn:
             return "warn"
         return "ok"
 

@@ -59,6 +59,9 @@ def server_process(
                 "PYTHONUNBUFFERED": "1",
                 **({"PYTHONPATH": pythonpath} if pythonpath else {}),
             },
+            # `python -m` puts the working directory first on sys.path, before PYTHONPATH:
+            # started from this checkout, the baseline would import this checkout's code.
+            cwd=pythonpath,
         )
         try:
             _wait_for_port(process, port, errors, " ".join(module_args))

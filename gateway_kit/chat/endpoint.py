@@ -99,15 +99,15 @@ class ChatCompletionsEndpoint:
             payload = {**payload, "model": route.upstream_model}
             body = None
         strip = False
-        if payload.get("stream") is True:
+        stream = payload.get("stream") is True
+        if stream:
             payload, strip = ask_for_usage(payload)
             body = None if strip else body
-        call = ChatCall(
-            payload, body, stream=payload.get("stream") is True, request_id=ctx.request_id
-        )
+        call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
         meter = MeterTransform(ctx, gateway.costs, route.name, call.payload, strip_usage=strip)
         # Transforms run innermost first: metering (registered last) sees the upstream first.
-        chain = TransformChain([meter, *reversed(ctx.transforms)])
+        transforms = ctx.transforms
+        chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
         try:
             async with CancelOnDisconnect(receive, send) as guard:
                 await self._relay(ctx, route, call, chain, guard.send)
@@ -137,7 +137,6 @@ class ChatCompletionsEndpoint:
                 ctx.timings["upstream"] = time.perf_counter() - started
                 body = JSONBody(response.body)
                 chain.body(body)
-                chain.close()
                 await ResponseWriter(send, response.status, headers).whole(body.encode())
                 return
             writer = ResponseWriter(send, response.status, headers + _STREAM_HEADERS)

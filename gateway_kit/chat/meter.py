@@ -39,8 +39,15 @@ class MeterTransform(ResponseTransform):
         self._costs = costs
         self._model = model
         self._payload = payload
-        self._meter = StreamMeter(strip_usage=strip_usage)
+        self._strip = strip_usage
+        self._stream: StreamMeter | None = None  # made for a stream's first event
         self._billable = False
+
+    @property
+    def _meter(self) -> StreamMeter:
+        if self._stream is None:
+            self._stream = StreamMeter(strip_usage=self._strip)
+        return self._stream
 
     def start(self, status: int) -> None:
         self._billable = 200 <= status < 300
@@ -73,8 +80,9 @@ class MeterTransform(ResponseTransform):
     def close(self) -> Sequence[SSEEvent]:
         if self._billable and self._ctx.cost is None:
             # Upstream may bill a stream that never finished: an estimate, flagged as such.
-            usage = self._meter.usage or self._costs.estimate_usage(
-                self._model, self._payload, output_tokens=self._meter.chunks
+            meter = self._meter
+            usage = meter.usage or self._costs.estimate_usage(
+                self._model, self._payload, output_tokens=meter.chunks
             )
             self._ctx.cost = self._costs.of(self._model, usage)
         return ()

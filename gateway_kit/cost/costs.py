@@ -88,6 +88,10 @@ class Costs:
         """The name ``model`` is priced by."""
         return self._refs.get(model, model)
 
+    def priced(self, model: str) -> bool:
+        """Whether ``model`` has a price (configured, or in the price table)."""
+        return self.prices.price(self.ref(model)) is not None
+
     def of(self, model: str, usage: Usage) -> RequestCost:
         """The cost of ``usage`` on ``model`` and its flagship baseline."""
         return RequestCost(

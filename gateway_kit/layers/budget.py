@@ -101,11 +101,12 @@ class BudgetPolicy:
         """The thresholds ``committed`` has reached (block: passed)."""
         if cap is None:
             return ()
-        return tuple(
-            t
-            for t in _THRESHOLDS
-            if committed >= self.thresholds.threshold(t, cap) + (t == "block")
-        )
+        warn, downgrade, block = self.thresholds.cuts(cap)
+        if committed < warn:
+            return ()
+        # Block applies past its threshold, the others from theirs.
+        cuts = (warn, downgrade, block + 1)
+        return tuple(t for t, cut in zip(_THRESHOLDS, cuts, strict=True) if committed >= cut)
 
     def admitted(
         self, model: str, committed: int, cap: int | None, *, downgraded: bool = False
@@ -226,7 +227,8 @@ class BudgetMiddleware(PolicyLayer):
             await self.refuse(ctx, send, loaded)
             return None
         payload, receive = loaded
-        if gateway.route(ctx.model or payload["model"]) is None:
+        model = ctx.model or payload["model"]
+        if gateway.route(model) is None:
             return receive  # the endpoint answers 404
         try:
             billing = await gateway.wallet.billing(principal.workspace_id)
@@ -243,6 +245,8 @@ class BudgetMiddleware(PolicyLayer):
             )
             ctx.headers.extend(verdict.headers())
             return receive
+        if self.mode is Mode.OFF and not billing and not gateway.costs.priced(model):
+            return receive  # nothing to hold, and no spend to record afterwards
         period = self.period.at(gateway.clock())
         ctx.admission.join(_BudgetStep(self, principal, period, payload, cap, key_cap, billing))
         return receive
@@ -337,13 +341,14 @@ class _BudgetStep:
             key_cap=self._key_cap if enforce else None,
             extra=extra,
         )
-        return Contribution(increments, reads=reads if layer.mode is Mode.MONITOR else ())
+        reads = reads if layer.mode is Mode.MONITOR else []
+        return Contribution(increments, reads=reads, must_settle=True)
 
     @property
     def _debt(self) -> str:
         return self._layer.gateway.wallet.debt_key(self._principal.workspace_id)
 
-    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
         layer = self._layer
         self._model = ctx.model or self._payload["model"]
         if self._cap is None and self._key_cap is None and not self._billing:

@@ -183,7 +183,8 @@ class LimitsMiddleware(PolicyLayer):
         return self._gateway.storage
 
     def passes(self, scope: Scope) -> bool:
-        return self.mode is Mode.OFF or not _has_principal(scope)
+        ctx = scope.get(CONTEXT_KEY)
+        return self.mode is Mode.OFF or ctx is None or ctx.principal is None
 
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
@@ -228,11 +229,6 @@ class LimitsMiddleware(PolicyLayer):
         return None
 
 
-def _has_principal(scope: Scope) -> bool:
-    ctx = scope.get(CONTEXT_KEY)
-    return ctx is not None and ctx.principal is not None
-
-
 class _LimitsStep:
     """The limits' part of one request's admission."""
 
@@ -254,7 +250,7 @@ class _LimitsStep:
         self._burst = burst
         self._in_step = True
 
-    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
         return Contribution([self._counter], self._burst)
 
     def _record(self, ctx: RequestContext, verdict: LimitsVerdict) -> None:

@@ -53,6 +53,9 @@ class Contribution:
     increments: Sequence[Increment] = ()
     throttle: Throttle | None = None
     reads: Sequence[str] = ()
+    #: The step must be seen through to its settlement even if the request is cancelled
+    #: while its reply is on the way (money held: a reservation); the step is then shielded.
+    must_settle: bool = False
 
     def owns(self, key: str | None) -> bool:
         """Whether ``key`` (a refused key) is one of this contribution's counters."""
@@ -82,8 +85,10 @@ class Participant(Protocol):
     #: The layer's concern (``limits``, ``budget``...): its verdict's key on the context.
     concern: str
 
-    async def contribute(self, ctx: RequestContext) -> Contribution | None:
-        """The operations to run; ``None`` when there is nothing to check."""
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
+        """The operations to run; ``None`` when there is nothing to check. Called at the
+        commit point, when every layer has joined: anything to await (a cached plan, say) is
+        read when the layer joins, not here."""
         ...
 
     def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
@@ -127,12 +132,15 @@ class Admission:
         if not participants:
             return None
         self.storage = storage
-        contributions = [await p.contribute(ctx) for p in participants]
+        contributions = [p.contribute(ctx) for p in participants]
         for _ in range(_MAX_ATTEMPTS):
             try:
-                # Shielded: a step that ran in storage must come back here to be settled,
-                # even if the request is cancelled while its reply is on the way.
-                with anyio.CancelScope(shield=True):
+                if any(c is not None and c.must_settle for c in contributions):
+                    # A step that ran in storage must come back here to be settled, even if
+                    # the request is cancelled while its reply is on the way.
+                    with anyio.CancelScope(shield=True):
+                        result = await self._run(storage, contributions)
+                else:
                     result = await self._run(storage, contributions)
             except StorageError as exc:
                 self.settled.extend((p, False) for p in participants)
@@ -214,11 +222,14 @@ class Admission:
             except StorageError as exc:
                 logger.error("could not give back a refused request's counters: %s", exc)
 
-    async def settle(self, ctx: RequestContext) -> None:
-        """Run the participants' settlements (one step), then their follow-ups. Call once,
-        when the response is done; never raises."""
+    def settlements(self, ctx: RequestContext) -> list[Settlement]:
+        """What the participants leave to do once the response is done (asked once)."""
         done, self.settled = self.settled, []
-        settlements = [s for p, admitted in done if (s := p.settle(ctx, admitted)) is not None]
+        return [s for p, admitted in done if (s := p.settle(ctx, admitted)) is not None]
+
+    async def settle(self, ctx: RequestContext, settlements: Sequence[Settlement]) -> None:
+        """Run ``settlements``: their increments as one step, then their follow-ups. Never
+        raises; shield it from cancellation."""
         writing = [s.increments for s in settlements if s.increments]
         values: dict[str, int] = {}
         if writing and self.storage is not None:

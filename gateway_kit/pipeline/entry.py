@@ -34,5 +34,7 @@ async def finish(ctx: RequestContext) -> None:
     a disconnect still gives back its quota and settles its reservation."""
     if not ctx.admission.settled:
         return
-    with anyio.CancelScope(shield=True):
-        await ctx.admission.settle(ctx)
+    settlements = ctx.admission.settlements(ctx)
+    if settlements:
+        with anyio.CancelScope(shield=True):
+            await ctx.admission.settle(ctx, settlements)

@@ -47,26 +47,26 @@ def respond_through(ctx: RequestContext, send: Send) -> Send:
 
 
 class ResponseWriter:
-    """Sends one upstream answer: ``whole`` for a body, ``emit``... ``end`` for a stream."""
+    """Sends one upstream answer: ``whole`` for a body, ``emit``... ``end`` for a stream.
+    It completes ``headers`` (``content-length``) in place."""
 
     __slots__ = ("_headers", "_send", "_status", "started")
 
-    def __init__(self, send: Send, status: int, headers: Sequence[Header]) -> None:
+    def __init__(self, send: Send, status: int, headers: list[Header]) -> None:
         self._send = send
         self._status = status
         self._headers = headers
         self.started = False
 
-    async def _start(self, extra: Sequence[Header] = ()) -> None:
+    async def _start(self) -> None:
         self.started = True
-        headers = [*self._headers, *extra]
-        await self._send(
-            {"type": "http.response.start", "status": self._status, "headers": headers}
-        )
+        start = {"type": "http.response.start", "status": self._status, "headers": self._headers}
+        await self._send(start)
 
     async def whole(self, body: bytes) -> None:
         """The whole body, with its length."""
-        await self._start(((b"content-length", str(len(body)).encode()),))
+        self._headers.append((b"content-length", str(len(body)).encode()))
+        await self._start()
         await self._send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def emit(self, events: Sequence[SSEEvent]) -> None:

@@ -59,7 +59,7 @@ class Counter:
         self.settled: list[bool] = []
         self.followed: Mapping[str, int] | None = None
 
-    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
         return Contribution(
             [Increment(self.key, 1, limit=self.limit)], self.throttle, reads=self.reads
         )
@@ -106,11 +106,11 @@ async def test_every_participant_runs_in_one_step_and_settles_in_one_more() -> N
     assert budget.seen is not None
     assert budget.seen.reads == {"ws_1:note": None}
     assert set(ctx.verdicts) == {"limits", "budget"}
-    await admission.settle(ctx)
+    await admission.settle(ctx, admission.settlements(ctx))
     assert len(storage.steps) == 2
     assert (limits.settled, budget.settled) == ([True], [True])
     assert budget.followed == {"ws_1:limits": 11, "ws_1:budget": 11}
-    await admission.settle(ctx)  # once
+    await admission.settle(ctx, admission.settlements(ctx))  # once
     assert len(storage.steps) == 2
 
 
@@ -125,7 +125,7 @@ async def test_a_refusal_is_answered_by_the_owner_of_the_key_and_changes_nothing
     assert refusal.code == "budget"
     assert await value(storage, "ws_1:limits") == 0
     assert limits.seen is not None  # the others still saw the state, for their headers
-    await admission.settle(ctx)
+    await admission.settle(ctx, admission.settlements(ctx))
     assert (limits.settled, budget.settled) == ([False], [False])
     assert await value(storage, "ws_1:limits") == 0
 
@@ -166,7 +166,7 @@ async def test_a_refusal_decided_after_the_step_gives_every_counter_back() -> No
     assert refusal.code == "guard"
     assert await value(storage, "ws_1:limits") == 0
     assert await value(storage, "ws_1:guard") == 0
-    await admission.settle(ctx)
+    await admission.settle(ctx, admission.settlements(ctx))
     assert limits.settled == [False]
 
 
@@ -184,7 +184,7 @@ async def test_nothing_to_check_makes_no_step() -> None:
     storage, ctx, admission = Steps(), RequestContext(), Admission()
 
     class Nothing(Counter):
-        async def contribute(self, ctx: RequestContext) -> Contribution | None:
+        def contribute(self, ctx: RequestContext) -> Contribution | None:
             return None
 
     admission.join(Nothing("quiet"))

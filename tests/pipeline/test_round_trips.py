@@ -97,7 +97,7 @@ class _ToyStep:
         self.key = f"{workspace_id}:toy:{key_id}"
         self.note = f"{workspace_id}:toy:note"
 
-    async def contribute(self, ctx: RequestContext) -> Contribution | None:
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
         return Contribution([Increment(self.key, 1, ttl=60, limit=1000)], reads=[self.note])
 
     def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
