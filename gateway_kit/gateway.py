@@ -16,6 +16,7 @@ from typing import Self
 import anyio
 import httpx
 
+from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.accounts.keys import Keys
 from gateway_kit.accounts.spend import Ledger
 from gateway_kit.accounts.wallet import Wallet
@@ -74,8 +75,9 @@ class Gateway:
     keeps ownership of both. ``providers`` replaces providers by name, for tests and custom
     integrations. ``events`` is the bus layers publish to; subscribe before or after entering.
     ``clock`` (Unix seconds) decides quota periods; tests pass the fake clock they give storage.
-    It also times the webhook worker (``webhook_worker``), its idle wait too if it is a
-    ``Clock`` such as ``gateway_kit.testing.FakeClock``.
+    It also times the webhook worker (``webhook_worker``) and the account caches' change feed
+    (their freshness and polls; the real clock's monotonic twin when it is ``time.time``), and
+    their waits too if it is a ``Clock`` such as ``gateway_kit.testing.FakeClock``.
     ``run_worker`` (default ``config.webhooks.worker``) runs a webhook delivery worker inside;
     one-off commands pass ``False`` and leave deliveries to the serving processes.
     ``ssrf_guard`` replaces the guard built from ``config.webhooks`` (e.g. with a resolver).
@@ -128,8 +130,6 @@ class Gateway:
                     raise ConfigError(f"storage.url: {exc}") from None
                 await stack.enter_async_context(storage)
             self._storage = storage
-            from gateway_kit.accounts.changes import ChangeFeed
-
             # Freshness is timed on a monotonic clock; a test's fake clock drives it instead.
             cache_clock = time.monotonic if self.clock is time.time else self.clock
             cache_ttl = self.config.auth.cache_ttl_s
