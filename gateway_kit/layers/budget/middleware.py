@@ -1,0 +1,139 @@
+"""``BudgetMiddleware``: reads the request and the caps, joins the admission, publishes the
+alerts once per threshold and period."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit.accounts.keys import Principal
+from gateway_kit.accounts.periods import CurrentPeriod, Period
+from gateway_kit.accounts.spend import effective_cap
+from gateway_kit.chat.request import load_chat_request
+from gateway_kit.config import Mode, OnError
+from gateway_kit.events.models import BudgetAlertData, Event, usd
+from gateway_kit.exceptions import StorageError
+from gateway_kit.gateway import Gateway
+from gateway_kit.layers.budget.policy import BudgetPolicy, BudgetVerdict
+from gateway_kit.layers.budget.step import BudgetStep
+from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
+from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.verdicts import Refusal, unavailable
+from gateway_kit.storage import Storage
+
+__all__ = ["BudgetMiddleware"]
+
+
+class BudgetMiddleware(PolicyLayer):
+    """Reserve before, settle after; verdicts as headers, a downgrade, or 402."""
+
+    concern = "budget"
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        mode: Mode | str | None = None,
+        on_error: OnError | str | None = None,
+    ) -> None:
+        super().__init__(app)
+        self.gateway = gateway
+        config = gateway.config.budget
+        self.mode = Mode(mode or config.mode)
+        self.on_error = OnError(on_error or config.on_error)
+        self.policy = BudgetPolicy(
+            config,
+            mode=self.mode,
+            downgrades={m.name: m.downgrade_to for m in gateway.config.models},
+        )
+        self.period = CurrentPeriod(config.period)
+        # Alerts this process knows were published: spares a storage write per request.
+        self.alerted: set[tuple[str, str, str]] = set()
+
+    @property
+    def storage(self) -> Storage:
+        return self.gateway.storage
+
+    def passes(self, scope: Scope) -> bool:
+        ctx = scope.get(CONTEXT_KEY)
+        return ctx is None or ctx.principal is None  # no caller to bill (auth off)
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        principal = ctx.principal
+        assert principal is not None
+        gateway = self.gateway
+        loaded = await load_chat_request(
+            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes
+        )
+        if loaded is None:
+            return None  # the client left
+        if isinstance(loaded, Refusal):
+            await self.refuse(ctx, send, loaded)
+            return None
+        payload, receive = loaded
+        model = ctx.model or payload["model"]
+        if gateway.route(model) is None:
+            return receive  # the endpoint answers 404
+        try:
+            billing = await gateway.wallet.billing(principal.workspace_id)
+            cap = key_cap = None
+            if self.mode is not Mode.OFF:
+                cap, key_cap = await self._caps(principal)
+        except StorageError as exc:
+            refusal = unavailable(self.concern, self.on_error, exc)
+            if refusal is not None:
+                await self.refuse(ctx, send, refusal)
+                return None
+            ctx.verdicts[self.concern] = verdict = BudgetVerdict(
+                action="unchecked", header="unchecked"
+            )
+            ctx.headers.extend(verdict.headers())
+            return receive
+        if self.mode is Mode.OFF and not billing and not gateway.costs.priced(model):
+            return receive  # nothing to hold, and no spend to record afterwards
+        period = self.period.at(gateway.clock())
+        ctx.admission.join(BudgetStep(self, principal, period, payload, cap, key_cap, billing))
+        return receive
+
+    async def _caps(self, principal: Principal) -> tuple[int | None, int | None]:
+        gateway = self.gateway
+        settings = await gateway.ledger.settings(principal.workspace_id)
+        workspace = await gateway.workspaces.cached(principal.workspace_id)
+        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+        cap, _ = effective_cap(settings, plan.budget_usd if plan is not None else None)
+        return cap, settings.key_caps.get(principal.key_id)
+
+    async def alert(
+        self, ctx: RequestContext, workspace_id: str, period: Period, verdict: BudgetVerdict
+    ) -> None:
+        """Publish ``budget.alert`` for each threshold reached that nobody has published this
+        period (any process)."""
+        for threshold in verdict.alerts:
+            mark = (workspace_id, period.id, threshold)
+            if mark in self.alerted or verdict.cap is None:
+                continue
+            first = await self.storage.set(
+                f"{workspace_id}:budget:alert:{period.id}:{threshold}",
+                b"1",
+                ttl=period.seconds + 86_400,
+                if_absent=True,
+            )
+            if len(self.alerted) > 100_000:
+                self.alerted.clear()
+            self.alerted.add(mark)
+            if not first:
+                continue
+            data = BudgetAlertData(
+                cap_usd=usd(verdict.cap),
+                spent_usd=usd(max(0, min(verdict.committed, 2**53))),
+                verdict=threshold,
+                threshold_pct=int(self.policy.thresholds.fraction(threshold) * 100),
+                period_reset_at=datetime.fromtimestamp(period.end.timestamp(), UTC),
+            )
+            moment = datetime.fromtimestamp(self.gateway.clock(), UTC)
+            event = Event.create(data, workspace_id=workspace_id, now=moment)
+            ctx.events.append(event)
+            await self.gateway.events.publish(event)
