@@ -126,11 +126,13 @@ class Wallet:
         raw = await self._storage.log_range(f"{workspace_id}:wallet:log", limit=limit)
         return [json.loads(item) for item in raw]
 
-    async def check_low_balance(self, workspace_id: str, balance: int) -> None:
-        """Publish ``account.low_balance`` for each tier ``balance`` has newly crossed."""
+    async def check_low_balance(self, workspace_id: str, balance: int) -> list[Event]:
+        """Publish ``account.low_balance`` for each tier ``balance`` has newly crossed; the
+        events published."""
+        published: list[Event] = []
         seq, last = await self._last_topup(workspace_id)
         if last <= 0 or balance * 100 > last * TIERS[0]:
-            return
+            return published
         for tier in TIERS:
             if balance * 100 > last * tier or (workspace_id, seq, tier) in self._fired:
                 continue
@@ -146,6 +148,8 @@ class Wallet:
                 moment = datetime.fromtimestamp(await self._storage.now(), UTC)
                 event = Event.create(data, workspace_id=workspace_id, now=moment)
                 await self._events.publish(event)
+                published.append(event)
+        return published
 
     async def _record_topup(self, workspace_id: str, number: int, amount: int) -> None:
         """Make top-up ``number`` the last one, unless a later one got there first: two

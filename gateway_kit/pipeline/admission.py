@@ -8,7 +8,8 @@ every participant contributes its increments, its throttle and the keys it wants
 they run as one ``Storage.incr_many``: one round trip on Redis, one transaction on SQLite.
 
 - Applied: each participant reads its verdict off the result. If one still refuses (a
-  decision made from what it read), every counter the step took is given back.
+  decision made from what it read), every counter the step took is given back (a throttle's
+  token is not: GCRA has nothing to give back).
 - Refused: the storage names the key that refused; its participant either answers with a
   ``Refusal`` (nothing was changed) or amends its contribution (Budget's downgrade to a cheaper
   model, a monitor-mode layer dropping its limit), and the step runs again.

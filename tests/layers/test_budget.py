@@ -266,3 +266,26 @@ async def test_a_request_cancelled_while_reserving_still_settles() -> None:
             env.storage.reply.set()
         assert scope.cancelled_caught
         assert (await totals(env)).reserved == 0
+
+
+async def test_the_context_holds_every_layers_verdict_and_the_events_raised() -> None:
+    async with budgeted() as (env, _):
+        seen: list[Any] = []
+        app = env.recorder.app
+
+        async def keep_context(scope: Any, receive: Any, send: Any) -> None:
+            await app(scope, receive, send)
+            seen.append(scope["gateway_kit.context"])
+
+        env.recorder.app = keep_context
+        for _ in range(8):  # the 8th request reaches warn_at
+            await env.chat(messages=HELLO)
+        ctx = seen[-1]
+        assert {name: v.action for name, v in ctx.verdicts.items()} == {
+            "auth": "pass",
+            "limits": "pass",
+            "budget": "warn",
+        }
+        assert ctx.verdicts["budget"].band == "warn"
+        assert [(e.event, e.data.verdict) for e in ctx.events] == [("budget.alert", "warn")]
+        assert seen[0].events == []

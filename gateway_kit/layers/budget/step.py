@@ -174,7 +174,7 @@ class BudgetStep:
         async def then(values: Mapping[str, int]) -> None:
             layer = self._layer
             if self._billing and actual and self._debt in values:
-                await layer.gateway.wallet.check_low_balance(
+                ctx.events += await layer.gateway.wallet.check_low_balance(
                     principal.workspace_id, -values[self._debt]
                 )
             if verdict is not None and verdict.alerts:
