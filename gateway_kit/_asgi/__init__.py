@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from gateway_kit._asgi.disconnect import CancelOnDisconnect
 from gateway_kit._asgi.errors import JSON_HEADERS, error_body, send_error
-from gateway_kit._asgi.types import ASGIApp, Message, Receive, Scope, Send, header
+from gateway_kit._asgi.types import ASGIApp, Header, Message, Receive, Scope, Send, header
 
 __all__ = [
     "JSON_HEADERS",
     "ASGIApp",
     "CancelOnDisconnect",
+    "Header",
     "Message",
     "Receive",
     "Scope",

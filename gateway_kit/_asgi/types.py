@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["ASGIApp", "Message", "Receive", "Scope", "Send", "header"]
+__all__ = ["ASGIApp", "Header", "Message", "Receive", "Scope", "Send", "header"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: One header: lower-case name and value, as bytes.
+Header = tuple[bytes, bytes]
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:

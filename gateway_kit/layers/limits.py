@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit._asgi.types import ASGIApp, Header, Receive, Scope, Send
 from gateway_kit._ttl import TTLMap
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.periods import CurrentPeriod, Period
@@ -35,8 +35,6 @@ __all__ = ["LimitsMiddleware", "LimitsPolicy", "LimitsVerdict"]
 
 #: Counters outlive their period by this much, so the last period stays readable.
 _KEEP_AFTER_PERIOD = 7 * 86400.0
-
-Header = tuple[bytes, bytes]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

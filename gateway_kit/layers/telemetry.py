@@ -13,15 +13,13 @@ from __future__ import annotations
 import re
 import time
 
-from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
+from gateway_kit._asgi import ASGIApp, Header, Receive, Scope, Send, header
 from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext, new_request_id
 from gateway_kit.pipeline.entry import enter, finish
 
 __all__ = ["TelemetryMiddleware"]
 
 _VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._:+=/-]{0,127}")
-
-Header = tuple[bytes, bytes]
 
 
 def _timing_headers(ctx: RequestContext) -> list[Header]:

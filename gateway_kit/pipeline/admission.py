@@ -121,8 +121,6 @@ class Admission:
     #: Participants whose step ran (or was refused), with whether it was applied.
     settled: list[tuple[Participant, bool]] = field(default_factory=list)
     storage: Storage | None = None
-    #: Step runs so far (each is one storage round trip).
-    steps: int = 0
 
     def join(self, participant: Participant) -> None:
         self.pending.append(participant)
@@ -202,7 +200,6 @@ class Admission:
                 throttle = contribution.throttle
         if not increments and throttle is None and not reads:
             return None
-        self.steps += 1
         if reads:
             return await storage.incr_many(increments, throttle=throttle, reads=reads)
         return await storage.incr_many(increments, throttle=throttle)

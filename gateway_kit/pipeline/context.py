@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway_kit._asgi.types import Scope
+from gateway_kit._asgi.types import Header, Scope
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.pipeline.admission import Admission
 from gateway_kit.pipeline.transforms import ResponseTransform
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["CONTEXT_KEY", "RequestContext", "get_context", "new_request_id"]
 
 CONTEXT_KEY = "gateway_kit.context"
-
-Header = tuple[bytes, bytes]
 
 
 @dataclass(slots=True)

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway_kit._asgi.types import Message, Send
+from gateway_kit._asgi.types import Header, Message, Send
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.sse import SSEEvent
 
 __all__ = ["ResponseWriter", "respond_through"]
-
-Header = tuple[bytes, bytes]
 
 
 def respond_through(ctx: RequestContext, send: Send) -> Send:

@@ -18,14 +18,12 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 
 from gateway_kit._asgi.errors import send_error
-from gateway_kit._asgi.types import Send
+from gateway_kit._asgi.types import Header, Send
 from gateway_kit.config.base import OnError
 
 __all__ = ["Refusal", "Verdict", "unavailable"]
 
 logger = logging.getLogger("gateway_kit.pipeline")
-
-Header = tuple[bytes, bytes]
 
 
 @dataclass(frozen=True, slots=True)

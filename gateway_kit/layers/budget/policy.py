@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway_kit._asgi.types import Header
 from gateway_kit.accounts.spend import BudgetBand, BudgetThresholds
 from gateway_kit.config import BudgetConfig, Mode
 from gateway_kit.pipeline.verdicts import Refusal, Verdict
@@ -15,7 +16,6 @@ __all__ = ["BudgetPolicy", "BudgetVerdict", "Threshold"]
 
 Threshold = Literal["warn", "downgrade", "block"]
 _THRESHOLDS: tuple[Threshold, ...] = ("warn", "downgrade", "block")
-Header = tuple[bytes, bytes]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
