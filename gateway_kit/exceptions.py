@@ -62,11 +62,20 @@ class InvalidKeyError(StorageError, ValueError):
 class ProviderError(GatewayError):
     """An upstream provider failed."""
 
-    def __init__(self, message: str, *, provider: str = "", status: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int = 0,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.provider = provider
         #: The upstream HTTP status, 0 when no response arrived (connection error, timeout).
         self.status = status
+        #: Seconds the upstream asked to wait before retrying (its ``Retry-After``), if any.
+        self.retry_after = retry_after
 
 
 class UpstreamUnavailableError(ProviderError):

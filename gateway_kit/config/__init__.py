@@ -13,7 +13,7 @@ from gateway_kit.config.gateway import GatewayConfig
 from gateway_kit.config.loader import ENV_PREFIX, load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
-from gateway_kit.config.upstream import ModelConfig, PriceConfig, ProviderConfig
+from gateway_kit.config.upstream import FaultsConfig, ModelConfig, PriceConfig, ProviderConfig
 from gateway_kit.config.webhooks import WebhooksConfig
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "AuthConfig",
     "BudgetConfig",
     "CostConfig",
+    "FaultsConfig",
     "GatewayConfig",
     "LimitsConfig",
     "Mode",

@@ -11,15 +11,45 @@ from pydantic import Field, SecretStr, model_validator
 
 from gateway_kit.config.base import NAME_PATTERN, _Config
 
-__all__ = ["ModelConfig", "PriceConfig", "ProviderConfig"]
+__all__ = ["FaultsConfig", "ModelConfig", "PriceConfig", "ProviderConfig"]
+
+#: Where each provider type is served when ``base_url`` is not given.
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "mock": "https://api.openai.com/v1",  # unused
+}
+
+
+class FaultsConfig(_Config):
+    """Faults a mock provider injects, so retries and fallback can be watched offline."""
+
+    #: The share of calls that fail (0 to 1); 1 fails every call.
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+    #: How a failing call fails: an HTTP status (429 or 5xx), or 0 for a refused connection.
+    status: int = Field(default=503)
+    #: Seconds every call waits before answering (failing or not).
+    latency_s: float = Field(default=0.0, ge=0)
+    #: Cut every stream after this many events (no end marker): a stream that breaks.
+    cut_after_events: int | None = Field(default=None, ge=0)
+    #: Seed of the fault draws, so a run is reproducible.
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check_status(self) -> FaultsConfig:
+        if self.status not in (0, 408, 429) and not 500 <= self.status <= 599:
+            raise ValueError(f"status must be 0, 408, 429 or 5xx, got {self.status}")
+        return self
 
 
 class ProviderConfig(_Config):
     """One upstream model service."""
 
     name: str = Field(pattern=NAME_PATTERN)
-    type: Literal["openai", "mock"] = "openai"
-    #: The API root (``.../v1``) of an OpenAI-compatible service.
+    #: ``openai`` (any OpenAI-compatible API), ``anthropic`` (the Messages API) or ``mock``.
+    type: Literal["openai", "anthropic", "mock"] = "openai"
+    #: The API root: ``.../v1`` of an OpenAI-compatible service, ``https://api.anthropic.com``
+    #: for Anthropic. Defaults to the official endpoint of ``type``.
     base_url: str = "https://api.openai.com/v1"
     api_key: SecretStr | None = None
     #: Read the API key from this environment variable at load time.
@@ -35,6 +65,21 @@ class ProviderConfig(_Config):
     max_connections: int = Field(default=512, ge=1)
     #: Mock only: seconds between streamed chunks.
     stream_delay_s: float = Field(default=0.0, ge=0)
+    #: Mock only: faults to inject (errors, latency, cut streams).
+    faults: FaultsConfig | None = None
+    #: Anthropic only: the ``anthropic-version`` header.
+    anthropic_version: str = "2023-06-01"
+    #: Anthropic only: ``max_tokens`` when the request gives none (the Messages API needs one).
+    default_max_tokens: int = Field(default=4096, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_base_url(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "base_url" not in data:
+            kind = data.get("type", "openai")
+            if isinstance(kind, str) and kind in DEFAULT_BASE_URLS:
+                data = {**data, "base_url": DEFAULT_BASE_URLS[kind]}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -51,6 +96,8 @@ class ProviderConfig(_Config):
         parts = urlsplit(self.base_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        if self.faults is not None and self.type != "mock":
+            raise ValueError("faults: only a mock provider injects faults")
         return self
 
 

@@ -6,10 +6,15 @@ Providers for other wire formats translate both ways.
 
 Error contract (the router and the endpoint rely on it):
 
-- 5xx, connection errors and timeouts before a response raise ``UpstreamUnavailableError``;
-- any other status is returned as a ``ChatResponse`` (4xx bodies pass through to the client);
+- 5xx, connection errors and timeouts before a response raise ``UpstreamUnavailableError``
+  (with the upstream's ``Retry-After`` in seconds when it sent one);
+- any other status is returned as a ``ChatResponse`` (4xx bodies pass through to the client;
+  a 429 carries ``retry_after`` when the upstream said when to come back);
 - a stream that breaks off, or ends without its end marker, raises ``UpstreamStreamError``
   from the ``events`` iterator.
+
+A provider that also serves ``POST /v1/embeddings`` implements ``EmbeddingsProvider``: the same
+contract, with a whole JSON body in OpenAI's embeddings format.
 """
 
 from __future__ import annotations
@@ -46,10 +51,23 @@ class ChatResponse:
     #: Releases the upstream connection of a stream; the endpoint awaits it exactly once.
     #: ``None`` when there is nothing left open (a whole body was read and released).
     close: Callable[[], Awaitable[None]] | None = None
+    #: Seconds the upstream asked to wait before retrying (``Retry-After`` on a 429).
+    retry_after: float | None = None
 
     @property
     def streaming(self) -> bool:
         return self.events is not None
+
+
+@dataclass(slots=True)
+class EmbeddingsCall:
+    """One upstream embeddings call."""
+
+    #: The embeddings request with ``model`` already set to the upstream model name.
+    payload: dict[str, Any]
+    #: The exact request bytes when ``payload`` is what the client sent; else ``None``.
+    body: bytes | None = None
+    request_id: str = ""
 
 
 @runtime_checkable
@@ -64,4 +82,15 @@ class Provider(Protocol):
 
     async def aclose(self) -> None:
         """Release what the provider owns (not injected HTTP clients)."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingsProvider(Protocol):
+    """A provider that also serves embeddings (OpenAI's ``POST /v1/embeddings`` format)."""
+
+    name: str
+
+    async def embeddings(self, call: EmbeddingsCall) -> ChatResponse:
+        """Send one embeddings call; the answer is a whole JSON body (never a stream)."""
         ...
