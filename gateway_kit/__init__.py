@@ -67,7 +67,6 @@ from gateway_kit.exceptions import (
 )
 from gateway_kit.gateway import (
     Gateway,
-    ModelRoute,
     create_http_client,
 )
 from gateway_kit.layers.auth import (
@@ -118,6 +117,14 @@ from gateway_kit.providers.mock import (
 from gateway_kit.providers.openai import (
     OpenAIProvider,
 )
+from gateway_kit.routing import (
+    AutoSelector,
+    ModelRoute,
+    ModelTable,
+    Routed,
+    Router,
+    RoutingFailed,
+)
 from gateway_kit.sse import (
     SSEEvent,
     SSEParser,
@@ -161,6 +168,8 @@ __all__ = [
     "AuthMiddleware",
     "AuthPolicy",
     "AuthVerdict",
+    "AutoModelConfig",
+    "AutoSelector",
     "BudgetAlertData",
     "BudgetConfig",
     "BudgetMiddleware",
@@ -170,14 +179,17 @@ __all__ = [
     "ChatCompletionsEndpoint",
     "ChatResponse",
     "ClaimedItem",
+    "ComplexityConfig",
     "ConfigError",
     "Contribution",
     "CostConfig",
     "Costs",
     "DeadItem",
+    "DeploymentConfig",
     "Event",
     "EventData",
     "EventType",
+    "FaultsConfig",
     "Gateway",
     "GatewayConfig",
     "GatewayError",
@@ -200,6 +212,7 @@ __all__ = [
     "ModelConfig",
     "ModelPrice",
     "ModelRoute",
+    "ModelTable",
     "NotFoundError",
     "OnError",
     "OpenAIProvider",
@@ -222,6 +235,10 @@ __all__ = [
     "RequestContext",
     "RequestCost",
     "ResponseTransform",
+    "Routed",
+    "Router",
+    "RoutingConfig",
+    "RoutingFailed",
     "SQLiteStorage",
     "SSEEvent",
     "SSEParser",

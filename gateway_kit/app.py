@@ -1,7 +1,8 @@
 """``create_app``: the standalone gateway as a Starlette application.
 
-Routes: ``POST /v1/chat/completions`` (the layer stack), ``GET /v1/models``, ``GET /v1/me``,
-the management API under ``/api/v1`` (all behind ``AuthMiddleware``) and ``GET /healthz``.
+Routes: ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` (the layer stacks),
+``GET /v1/models`` and ``GET /v1/models/{model}``, ``GET /v1/me``, the management API under
+``/api/v1`` (all behind ``AuthMiddleware``) and ``GET /healthz``.
 Every other path, and every error Starlette raises, answers in the OpenAI error shape.
 """
 
@@ -26,7 +27,7 @@ from gateway_kit.config import GatewayConfig
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.telemetry import TelemetryMiddleware
-from gateway_kit.stack import build_chat_stack
+from gateway_kit.stack import build_chat_stack, build_embeddings_stack
 
 logger = logging.getLogger("gateway_kit")
 
@@ -59,17 +60,23 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
         else:
             yield
 
+    listing = _model_objects(gw.config)
+
     async def models(request: Request) -> Response:
-        data = [
-            {
-                "id": model.name,
-                "object": "model",
-                "created": 0,
-                "owned_by": model.owned_by or model.provider,
-            }
-            for model in gw.config.models
-        ]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": list(listing.values())})
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["model"]
+        found = listing.get(name)
+        if found is None:
+            body = error_body(
+                f"The model '{name}' does not exist or you do not have access to it.",
+                type="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
+            return Response(body, 404, media_type="application/json")
+        return JSONResponse(found)
 
     async def healthz(request: Request) -> Response:
         status = "ok" if gw.running else "starting"
@@ -79,7 +86,9 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", build_chat_stack(gw), methods=["POST"]),
+            Route("/v1/embeddings", build_embeddings_stack(gw), methods=["POST"]),
             Route("/v1/models", models, methods=["GET"], middleware=auth),
+            Route("/v1/models/{model:path}", model, methods=["GET"], middleware=auth),
             Route("/v1/me", me_endpoint(gw), methods=["GET"], middleware=auth),
             # The operator API has its own token, so it comes before the keyed mount.
             Mount("/api/v1/admin", routes=admin_routes(gw)),
@@ -92,6 +101,23 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
         lifespan=lifespan,
     )
     return app
+
+
+def _model_objects(config: GatewayConfig) -> dict[str, dict[str, object]]:
+    """``GET /v1/models``' entries by name: OpenAI's model object (``id``, ``object``,
+    ``created``, ``owned_by``), the models and the ``auto`` models of smart routing."""
+    objects: dict[str, dict[str, object]] = {}
+    for model in config.models:
+        owner = model.owned_by or model.served_by[0].provider
+        objects[model.name] = {"id": model.name, "object": "model", "created": 0, "owned_by": owner}
+    for auto in config.routing.auto:
+        objects[auto.name] = {
+            "id": auto.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "gateway-kit",
+        }
+    return objects
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
@@ -25,23 +24,15 @@ from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.cost.costs import Costs
 from gateway_kit.events.bus import EventBus
 from gateway_kit.exceptions import ConfigError, GatewayError
-from gateway_kit.providers.base import Provider
+from gateway_kit.providers.base import EmbeddingsProvider, Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
+from gateway_kit.routing import AutoSelector, Cooldowns, ModelRoute, ModelTable, Router
 from gateway_kit.storage import Storage, storage_from_url
 from gateway_kit.webhooks.emitter import WebhookEmitter
 from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
 from gateway_kit.webhooks.store import WebhookStore
 from gateway_kit.webhooks.worker import DeliveryWorker
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRoute:
-    """Where a public model name is served."""
-
-    name: str
-    provider: Provider
-    upstream_model: str
 
 
 def create_http_client(*, transport: str = "auto", max_connections: int = 512) -> httpx.AsyncClient:
@@ -105,7 +96,13 @@ class Gateway:
         self._storage: Storage | None = None
         self._http_client = http_client
         self._provider_overrides = dict(providers or {})
-        self._routes: dict[str, ModelRoute] = {}
+        self._table: ModelTable | None = None
+        self._router: Router | None = None
+        #: The ``auto`` models of smart routing, by name.
+        self.auto = {
+            auto.name: AutoSelector(auto, {m.name: m for m in self.config.models}, self.costs)
+            for auto in self.config.routing.auto
+        }
         self._workspaces: Workspaces | None = None
         self._keys: Keys | None = None
         self._ledger: Ledger | None = None
@@ -151,12 +148,11 @@ class Gateway:
             }
             for name, provider in self._provider_overrides.items():
                 providers.setdefault(name, provider)
-            self._routes = {
-                model.name: ModelRoute(
-                    model.name, providers[model.provider], model.upstream_model or model.name
-                )
-                for model in self.config.models
-            }
+            self._check_embeddings(providers)
+            routing = self.config.routing
+            self._table = table = ModelTable(self.config, providers)
+            cooldowns = Cooldowns(storage, routing, clock=self.clock)
+            self._router = Router(table, cooldowns, routing, clock=self.clock)
         except BaseException:
             await stack.aclose()
             raise
@@ -170,7 +166,7 @@ class Gateway:
         traceback: TracebackType | None,
     ) -> None:
         stack, self._stack = self._stack, None
-        self._routes = {}
+        self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = None
         self._webhook_client = self._webhook_worker = None
@@ -202,10 +198,21 @@ class Gateway:
         emitter = WebhookEmitter(store, storage, on_queued=worker.wake if worker else None)
         stack.callback(self.events.subscribe(emitter))
 
+    def _check_embeddings(self, providers: dict[str, Provider]) -> None:
+        for index, model in enumerate(self.config.models):
+            if model.kind != "embedding":
+                continue
+            for deployment in model.served_by:
+                if not isinstance(providers[deployment.provider], EmbeddingsProvider):
+                    raise ConfigError(
+                        f"models[{index}]: provider {deployment.provider!r} does not serve "
+                        "embeddings (an openai-compatible or mock provider does)"
+                    )
+
     async def _open_provider(self, spec: ProviderConfig, stack: AsyncExitStack) -> Provider:
         provider: Provider
         if spec.type == "mock":
-            provider = MockProvider(name=spec.name, delay=spec.stream_delay_s)
+            provider = MockProvider(name=spec.name, delay=spec.stream_delay_s, faults=spec.faults)
         else:
             client = self._http_client
             if client is None:
@@ -213,14 +220,30 @@ class Gateway:
                     transport=spec.transport, max_connections=spec.max_connections
                 )
                 stack.push_async_callback(client.aclose)
-            provider = OpenAIProvider(
-                client=client,
-                base_url=spec.base_url,
-                api_key=spec.api_key.get_secret_value() if spec.api_key else None,
-                name=spec.name,
-                headers=spec.headers,
-                timeout=httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s),
-            )
+            api_key = spec.api_key.get_secret_value() if spec.api_key else None
+            timeout = httpx.Timeout(spec.timeout_s, connect=spec.connect_timeout_s)
+            if spec.type == "anthropic":
+                from gateway_kit.providers.anthropic import AnthropicProvider
+
+                provider = AnthropicProvider(
+                    client=client,
+                    base_url=spec.base_url,
+                    api_key=api_key,
+                    name=spec.name,
+                    headers=spec.headers,
+                    timeout=timeout,
+                    version=spec.anthropic_version,
+                    default_max_tokens=spec.default_max_tokens,
+                )
+            else:
+                provider = OpenAIProvider(
+                    client=client,
+                    base_url=spec.base_url,
+                    api_key=api_key,
+                    name=spec.name,
+                    headers=spec.headers,
+                    timeout=timeout,
+                )
         stack.push_async_callback(provider.aclose)
         return provider
 
@@ -280,6 +303,21 @@ class Gateway:
             raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
         return self._keys
 
+    @property
+    def models(self) -> ModelTable:
+        """The model table: which models exist, where they are served, their fallbacks."""
+        if self._table is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._table
+
+    @property
+    def router(self) -> Router:
+        """Calls a model's deployments with retries, fallback and cooldown."""
+        if self._router is None:
+            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+        return self._router
+
     def route(self, model: str) -> ModelRoute | None:
-        """Where ``model`` is served, or ``None`` for an unknown model."""
-        return self._routes.get(model)
+        """Where ``model`` is served, or ``None`` for an unknown model (``models.resolve``)."""
+        table = self._table
+        return table.resolve(model) if table is not None else None

@@ -25,7 +25,7 @@ LEVELS: list[set[str]] = [
     {"accounts"},
     {"cost"},
     {"providers"},
-    {"webhooks", "payments"},
+    {"webhooks", "payments", "routing"},
     {"gateway"},
     {"pipeline"},
     {"chat"},

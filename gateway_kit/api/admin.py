@@ -4,6 +4,8 @@
 - ``PATCH .../workspaces/{workspace_id}/wallet``          ``{"billing": true}``: debit requests
 - ``POST  .../workspaces/{workspace_id}/wallet/topups``   ``{"amount_usd", "reference"?,
   "idempotency_key"?}``: credit the wallet (once per idempotency key)
+- ``GET   .../routes``   every model, its fallbacks and its deployments' health (``closed``,
+  ``open`` while cooling down, ``half_open``; recent failures), read from the shared storage
 
 A workspace cannot top itself up: these routes take the operator's token only. Without
 ``admin.token`` configured they answer 404.
@@ -27,12 +29,19 @@ from gateway_kit.api._common import (
     json_response,
     micro_usd_field,
 )
+from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 
 
 def admin_routes(gateway: Gateway) -> list[Route]:
     def check(request: Request) -> str:
         """The path's workspace id once the caller proved to be the operator."""
+        operator(request)
+        workspace_id: str = request.path_params["workspace_id"]
+        return workspace_id
+
+    def operator(request: Request) -> None:
+        """Raises unless the caller gave the operator's token."""
         token = gateway.config.admin.token
         if token is None:
             raise ApiError(404, "The operator API is not enabled.", code="not_found")
@@ -40,8 +49,6 @@ def admin_routes(gateway: Gateway) -> list[Route]:
         expected = f"Bearer {token.get_secret_value()}"
         if not hmac.compare_digest(given.encode(), expected.encode()):
             raise ApiError(401, "A valid operator token is required.", code="invalid_admin_token")
-        workspace_id: str = request.path_params["workspace_id"]
-        return workspace_id
 
     async def workspace(request: Request) -> str:
         workspace_id = check(request)
@@ -103,8 +110,24 @@ def admin_routes(gateway: Gateway) -> list[Route]:
             201 if balance is not None else 200,
         )
 
+    async def routes(request: Request) -> Response:
+        try:
+            operator(request)
+            try:
+                report = await gateway.router.report()
+            except StorageError:
+                raise ApiError(
+                    503,
+                    "The deployments' health cannot be read: the storage is unavailable.",
+                    code="storage_unavailable",
+                ) from None
+        except ApiError as exc:
+            return exc.response()
+        return json_response({"object": "list", "data": report})
+
     base = "/workspaces/{workspace_id}/wallet"
     return [
+        Route("/routes", routes, methods=["GET"]),
         Route(base, read, methods=["GET"]),
         Route(base, update, methods=["PATCH"]),
         Route(base + "/topups", topup, methods=["POST"]),

@@ -1,47 +1,56 @@
-"""The innermost app of ``POST /v1/chat/completions``: admit, call upstream, answer.
+"""The innermost apps of the inference routes: admit, route upstream, answer.
 
-Policy layers wrap this app; it is what remains of a request once they let it through:
+Policy layers wrap these apps; they are what remains of a request once the layers let it
+through:
 
 1. read and validate the request (once: a layer may have done it already);
-2. check the model exists, then commit the admission: the one storage step of every layer
-   that joined it (limits, the budget reservation...), which may still refuse;
-3. call the model the layers settled on, with metering as the first response transform;
+2. resolve the model (``chat.model``: unknown models are refused here, before anything is
+   held), then commit the admission: the one storage step of every layer that joined it
+   (limits, the budget reservation...), which may still refuse;
+3. hand the call to the router (retries, fallback, cooldown: ``routing``), with metering,
+   priced at the model that served, as the first response transform;
 4. answer through the transform chain: a JSON body whole (with its final length), a stream
    event by event as it arrives. A client that goes away cancels the upstream call and
-   releases its connection; a stream the upstream cuts ends with an error event, never with a
-   ``[DONE]`` that would make a truncated answer look complete.
+   releases its connection; a stream the upstream cuts after it began ends with an error
+   event, never with a ``[DONE]`` that would make a truncated answer look complete.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from typing import Any, ClassVar
 
 import anyio
 
 from gateway_kit._asgi import CancelOnDisconnect, Receive, Scope, Send, send_error
 from gateway_kit.chat.meter import MeterTransform
-from gateway_kit.chat.request import load_chat_request
+from gateway_kit.chat.model import RouteVerdict, resolve_model
+from gateway_kit.chat.request import RequestKind, load_request
 from gateway_kit.cost.metering import ask_for_usage
-from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
-from gateway_kit.gateway import Gateway, ModelRoute
+from gateway_kit.exceptions import UpstreamStreamError
+from gateway_kit.gateway import Gateway
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.entry import enter, finish
 from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
 from gateway_kit.pipeline.verdicts import Refusal
-from gateway_kit.providers.base import ChatCall, ChatResponse
+from gateway_kit.providers.base import ChatCall, EmbeddingsCall
+from gateway_kit.routing import ModelRoute, Routed, RoutingFailed
 from gateway_kit.sse import SSEEvent
 
-__all__ = ["ChatCompletionsEndpoint"]
+__all__ = ["ChatCompletionsEndpoint", "EmbeddingsEndpoint"]
 
 _STREAM_HEADERS = [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
-class ChatCompletionsEndpoint:
-    """ASGI app serving chat completions from the ``Gateway``'s routes."""
+class _InferenceEndpoint:
+    """What the chat and embeddings endpoints share: steps 1 to 3 of the module docstring."""
 
     #: It commits the admission before calling upstream (see ``pipeline.layer``).
     commits_admission = True
+    #: The kind of request it serves; layers in front read it to validate the body.
+    request_kind: ClassVar[RequestKind]
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
@@ -68,79 +77,117 @@ class ChatCompletionsEndpoint:
                 code="gateway_not_running",
             )
             return
-        loaded = await load_chat_request(scope, receive, max_body_bytes=self._max_body_bytes)
+        kind = self.request_kind
+        loaded = await load_request(scope, receive, max_body_bytes=self._max_body_bytes, kind=kind)
         if loaded is None:
             return  # the client left while sending its body
         if isinstance(loaded, Refusal):
             await ctx.admission.answer(ctx, gateway.storage, loaded, send)
             return
         payload, receive = loaded
-        requested = ctx.model or payload["model"]
-        if gateway.route(requested) is None:
-            unknown = Refusal(
-                404,
-                f"The model '{requested}' does not exist or you do not have access to it.",
-                code="model_not_found",
-                param="model",
-            )
-            await ctx.admission.answer(ctx, gateway.storage, unknown, send)
+        route = resolve_model(ctx, gateway, payload, kind)
+        if isinstance(route, Refusal):
+            await ctx.admission.answer(ctx, gateway.storage, route, send)
             return
         if ctx.admission.pending:
             refusal = await ctx.admission.commit(ctx, gateway.storage)
             if refusal is not None:
                 await refusal.send(send)
                 return
-        # The layers may have changed the model (a budget downgrade): one of ours still.
-        route = gateway.route(ctx.model or requested)
-        assert route is not None
-        ctx.model = route.name
-        body = ctx.body
-        if payload["model"] != route.upstream_model:
-            payload = {**payload, "model": route.upstream_model}
-            body = None
+            # The layers may have changed the model (a budget downgrade): one of ours still.
+            route = resolve_model(ctx, gateway, payload, kind)
+            assert not isinstance(route, Refusal)
+        try:
+            async with CancelOnDisconnect(receive, send) as guard:
+                await self._call(ctx, route, payload, guard.send)
+        except OSError:
+            # ASGI 2.4 servers raise from `send` once the client is gone: nothing to answer.
+            return
+
+    async def _call(
+        self, ctx: RequestContext, route: ModelRoute, payload: dict[str, Any], send: Send
+    ) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    async def _unrouted(ctx: RequestContext, failed: RoutingFailed, send: Send) -> None:
+        """No deployment answered: 503 when all were cooling down, else 502."""
+        ctx.verdicts["routing"] = RouteVerdict(
+            action="failed", attempts=tuple(a.label() for a in failed.attempts)
+        )
+        headers = []
+        if failed.retry_after is not None:
+            headers.append((b"retry-after", str(math.ceil(failed.retry_after)).encode()))
+        if failed.cooling:
+            await send_error(
+                send,
+                503,
+                str(failed),
+                type="api_error",
+                code="deployments_cooling_down",
+                headers=headers,
+            )
+        else:
+            await send_error(send, 502, str(failed), type="api_error", code="upstream_unavailable")
+
+    @staticmethod
+    def _served(ctx: RequestContext, routed: Routed) -> list[tuple[bytes, bytes]]:
+        """Records where the request was served; the headers that say so."""
+        deployment = routed.deployment
+        ctx.verdicts["routing"] = RouteVerdict(
+            action="fallback" if routed.attempts else "served",
+            model=deployment.model,
+            provider=deployment.provider_name,
+            fallbacks=routed.fallbacks,
+            retries=routed.retries,
+            attempts=tuple(a.label() for a in routed.attempts),
+        )
+        return [*routed.response.headers, *routed.headers()]
+
+
+class ChatCompletionsEndpoint(_InferenceEndpoint):
+    """``POST /v1/chat/completions`` served from the ``Gateway``'s models."""
+
+    request_kind = "chat"
+
+    async def _call(
+        self, ctx: RequestContext, route: ModelRoute, payload: dict[str, Any], send: Send
+    ) -> None:
+        gateway = self._gateway
+        body = ctx.body if payload is ctx.json else None
         strip = False
         stream = payload.get("stream") is True
         if stream:
             payload, strip = ask_for_usage(payload)
             body = None if strip else body
         call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
-        meter = MeterTransform(ctx, gateway.costs, route.name, call.payload, strip_usage=strip)
+        started = time.perf_counter()
+        try:
+            routed = await gateway.router.chat(route, call)
+        except RoutingFailed as failed:
+            ctx.timings["upstream"] = time.perf_counter() - started
+            await self._unrouted(ctx, failed, send)
+            return
+        response = routed.response
+        # Priced at the model that served, for what was sent to it.
+        meter = MeterTransform(
+            ctx, gateway.costs, routed.deployment.model, routed.payload, strip_usage=strip
+        )
         # Transforms run innermost first: metering (registered last) sees the upstream first.
         transforms = ctx.transforms
         chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
-        try:
-            async with CancelOnDisconnect(receive, send) as guard:
-                await self._relay(ctx, route, call, chain, guard.send)
-        except OSError:
-            # ASGI 2.4 servers raise from `send` once the client is gone: nothing to answer.
-            return
-
-    async def _relay(
-        self,
-        ctx: RequestContext,
-        route: ModelRoute,
-        call: ChatCall,
-        chain: TransformChain,
-        send: Send,
-    ) -> None:
-        started = time.perf_counter()
-        try:
-            response = await route.provider.chat(call)
-        except UpstreamUnavailableError as exc:
-            ctx.timings["upstream"] = time.perf_counter() - started
-            await send_error(send, 502, str(exc), type="api_error", code="upstream_unavailable")
-            return
-        headers = [*response.headers, (b"x-gateway-model", route.name.encode())]
+        headers = self._served(ctx, routed)
         try:
             chain.start(response.status)
             if response.events is None:
                 ctx.timings["upstream"] = time.perf_counter() - started
-                body = JSONBody(response.body)
-                chain.body(body)
-                await ResponseWriter(send, response.status, headers).whole(body.encode())
+                whole = JSONBody(response.body)
+                chain.body(whole)
+                await ResponseWriter(send, response.status, headers).whole(whole.encode())
                 return
+            ctx.timings["upstream"] = time.perf_counter() - started  # until the first event
             writer = ResponseWriter(send, response.status, headers + _STREAM_HEADERS)
-            await self._stream(ctx, response, chain, writer, started)
+            await self._stream(routed, chain, writer)
         finally:
             # Once upstream may bill, the request gets a cost whatever happens (a client that
             # left mid-stream, a cancellation): metering's close estimates it if need be.
@@ -149,20 +196,14 @@ class ChatCompletionsEndpoint:
                 with anyio.CancelScope(shield=True):
                     await response.close()
 
-    async def _stream(
-        self,
-        ctx: RequestContext,
-        response: ChatResponse,
-        chain: TransformChain,
-        writer: ResponseWriter,
-        started: float,
-    ) -> None:
-        assert response.events is not None
+    @staticmethod
+    async def _stream(routed: Routed, chain: TransformChain, writer: ResponseWriter) -> None:
+        events = routed.response.events
+        assert events is not None
+        assert routed.first is not None
         try:
-            async for event in response.events:
-                if not writer.started:
-                    # The response starts with the first event: upstream time runs until then.
-                    ctx.timings["upstream"] = time.perf_counter() - started
+            await writer.emit(chain.event(routed.first))
+            async for event in events:
                 await writer.emit(chain.event(event))
         except UpstreamStreamError as exc:
             # The status is already sent: the client learns of the break in-band, after what
@@ -177,6 +218,37 @@ class ChatCompletionsEndpoint:
             await writer.emit([SSEEvent.of_json({"error": error})])
         else:
             await writer.emit(chain.close())
-        if not writer.started:
-            ctx.timings["upstream"] = time.perf_counter() - started
         await writer.end()
+
+
+class EmbeddingsEndpoint(_InferenceEndpoint):
+    """``POST /v1/embeddings`` served from the ``Gateway``'s embedding models."""
+
+    request_kind = "embedding"
+
+    async def _call(
+        self, ctx: RequestContext, route: ModelRoute, payload: dict[str, Any], send: Send
+    ) -> None:
+        gateway = self._gateway
+        body = ctx.body if payload is ctx.json else None
+        call = EmbeddingsCall(payload, body, request_id=ctx.request_id)
+        started = time.perf_counter()
+        try:
+            routed = await gateway.router.embeddings(route, call)
+        except RoutingFailed as failed:
+            ctx.timings["upstream"] = time.perf_counter() - started
+            await self._unrouted(ctx, failed, send)
+            return
+        ctx.timings["upstream"] = time.perf_counter() - started
+        response = routed.response
+        meter = MeterTransform(ctx, gateway.costs, routed.deployment.model, routed.payload)
+        transforms = ctx.transforms
+        chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
+        headers = self._served(ctx, routed)
+        try:
+            chain.start(response.status)
+            whole = JSONBody(response.body)
+            chain.body(whole)
+            await ResponseWriter(send, response.status, headers).whole(whole.encode())
+        finally:
+            chain.close()

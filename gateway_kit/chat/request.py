@@ -1,7 +1,8 @@
-"""The chat-completions request: read once, parsed once, validated once.
+"""The inference request (chat completions or embeddings): read once, parsed once, validated
+once.
 
-Whichever runs first (a layer that needs the request, or the proxy endpoint) calls
-``load_chat_request``; later callers get the parsed dict from the request context. Validation
+Whichever runs first (a layer that needs the request, or the endpoint) calls ``load_request``
+with the route's kind; later callers get the parsed dict from the request context. Validation
 checks the fields the gateway relies on and leaves every other field untouched, so new OpenAI
 parameters pass through without a release of ours.
 """
@@ -9,7 +10,8 @@ parameters pass through without a release of ours.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 from gateway_kit._asgi import Receive, Scope, header
 from gateway_kit.pipeline.body import BodyTooLarge, ClientDisconnected, read_body
@@ -18,11 +20,24 @@ from gateway_kit.pipeline.verdicts import Refusal
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
+#: The routes' kinds of request (a model's ``kind`` names the same routes).
+RequestKind = Literal["chat", "embedding"]
+
+#: The most inputs one embeddings request may carry (OpenAI's limit).
+MAX_EMBEDDING_INPUTS = 2048
+
 
 async def load_chat_request(
     scope: Scope, receive: Receive, *, max_body_bytes: int
 ) -> tuple[dict[str, Any], Receive] | Refusal | None:
-    """The validated chat request and a ``receive`` replaying its body.
+    """The validated chat request and a ``receive`` replaying its body (see ``load_request``)."""
+    return await load_request(scope, receive, max_body_bytes=max_body_bytes, kind="chat")
+
+
+async def load_request(
+    scope: Scope, receive: Receive, *, max_body_bytes: int, kind: RequestKind = "chat"
+) -> tuple[dict[str, Any], Receive] | Refusal | None:
+    """The validated request of the route's ``kind`` and a ``receive`` replaying its body.
 
     Returns a ``Refusal`` to answer with, or ``None`` when the client disconnected.
     """
@@ -51,7 +66,7 @@ async def load_chat_request(
             "We could not parse the JSON body of your request: it is not valid JSON.",
             code="invalid_json",
         )
-    error = validate_chat_request(payload)
+    error = _VALIDATORS[kind](payload)
     if error is not None:
         return error
     ctx.json = payload
@@ -167,3 +182,66 @@ def _validate_tools(tools: object) -> Refusal | None:
         ):
             return _invalid(f"{param}.function.name", f"'{param}.function.name' must be a string.")
     return None
+
+
+def validate_embeddings_request(payload: object) -> Refusal | None:
+    """Check an embeddings request; ``None`` when it is acceptable."""
+    if not isinstance(payload, dict):
+        return Refusal(
+            400, "The request body must be a JSON object.", code="invalid_type", param=None
+        )
+    if "model" not in payload:
+        return _missing("model")
+    model = payload["model"]
+    if not isinstance(model, str) or not model:
+        return _invalid("model", "'model' must be a non-empty string.")
+    if "input" not in payload:
+        return _missing("input")
+    error = _validate_input(payload["input"])
+    if error is not None:
+        return error
+    encoding = payload.get("encoding_format")
+    if encoding is not None and encoding not in ("float", "base64"):
+        return _invalid(
+            "encoding_format", "'encoding_format' must be 'float' or 'base64'.", "invalid_value"
+        )
+    dimensions = payload.get("dimensions")
+    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
+        return _invalid("dimensions", "'dimensions' must be a positive integer.")
+    user = payload.get("user")
+    if user is not None and not isinstance(user, str):
+        return _invalid("user", "'user' must be a string.")
+    return None
+
+
+def _validate_input(value: object) -> Refusal | None:
+    message = (
+        "'input' must be a non-empty string, an array of non-empty strings, an array of "
+        "token ids, or an array of arrays of token ids."
+    )
+    if isinstance(value, str):
+        return None if value else _invalid("input", message, "invalid_value")
+    if not isinstance(value, list) or not value:
+        return _invalid("input", message)
+    if len(value) > MAX_EMBEDDING_INPUTS:
+        return _invalid(
+            "input",
+            f"'input' holds {len(value)} items; at most {MAX_EMBEDDING_INPUTS} are allowed.",
+            "invalid_value",
+        )
+    if all(isinstance(item, str) and item for item in value):
+        return None
+    if all(_is_int(item) and item >= 0 for item in value):
+        return None
+    if all(
+        isinstance(item, list) and item and all(_is_int(t) and t >= 0 for t in item)
+        for item in value
+    ):
+        return None
+    return _invalid("input", message)
+
+
+_VALIDATORS: dict[str, Callable[[object], Refusal | None]] = {
+    "chat": validate_chat_request,
+    "embedding": validate_embeddings_request,
+}

@@ -3,6 +3,10 @@
 It calls ``GET /v1/me`` and ``GET /api/v1/workspaces/{id}/budget`` with the key from
 ``--api-key`` or ``GATEWAY_KIT_API_KEY``. The key is never printed, not even in error messages.
 ``--json`` prints the ``/v1/me`` object exactly as received.
+
+``gateway-kit status --routes`` is the operator's view instead: every model, its fallbacks and
+its deployments' health (``GET /api/v1/admin/routes``, with the operator token from
+``--admin-token`` or ``GATEWAY_KIT_ADMIN_TOKEN``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--api-key", help="the workspace's API key (default: $GATEWAY_KIT_API_KEY)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     parser.add_argument("--json", action="store_true", help="print the raw /v1/me object")
+    parser.add_argument(
+        "--routes",
+        action="store_true",
+        help="the operator's view: models, fallbacks and deployment health (cooldowns)",
+    )
+    parser.add_argument(
+        "--admin-token", help="the operator token for --routes (default: $GATEWAY_KIT_ADMIN_TOKEN)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -37,20 +49,29 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+def _get(url: str, base_url: str, secret: str, timeout: float) -> httpx.Response | str:
+    """The response, or what went wrong on the way (never naming the secret)."""
+    try:
+        return httpx.get(url, headers={"authorization": f"Bearer {secret}"}, timeout=timeout)
+    except httpx.ConnectError:
+        return f"cannot connect to {base_url}: is the gateway running there?"
+    except httpx.TimeoutException:
+        return f"no answer from {base_url} within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"request to {base_url} failed ({type(exc).__name__})"
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.routes:
+        return run_routes(args)
     key = args.api_key or os.environ.get("GATEWAY_KIT_API_KEY")
     if not key:
         return fail("no API key: pass --api-key or set GATEWAY_KIT_API_KEY", 2)
     base_url = args.base_url.rstrip("/")
     url = f"{base_url}/v1/me"
-    try:
-        response = httpx.get(url, headers={"authorization": f"Bearer {key}"}, timeout=args.timeout)
-    except httpx.ConnectError:
-        return fail(f"cannot connect to {base_url}: is the gateway running there?")
-    except httpx.TimeoutException:
-        return fail(f"no answer from {base_url} within {args.timeout:g} s")
-    except httpx.HTTPError as exc:
-        return fail(f"request to {base_url} failed ({type(exc).__name__})")
+    response = _get(url, base_url, key, args.timeout)
+    if isinstance(response, str):
+        return fail(response)
     if response.status_code == 401:
         return fail("the API key was refused: it is invalid, revoked or expired")
     if response.status_code != 200:
@@ -66,6 +87,53 @@ def run(args: argparse.Namespace) -> int:
     budget = _budget(base_url, str(me["workspace_id"]), key, args.timeout)
     print(lines if budget is None else lines + "\n" + render_budget(budget))
     return 0
+
+
+def run_routes(args: argparse.Namespace) -> int:
+    token = args.admin_token or os.environ.get("GATEWAY_KIT_ADMIN_TOKEN")
+    if not token:
+        return fail("no operator token: pass --admin-token or set GATEWAY_KIT_ADMIN_TOKEN", 2)
+    base_url = args.base_url.rstrip("/")
+    url = f"{base_url}/api/v1/admin/routes"
+    response = _get(url, base_url, token, args.timeout)
+    if isinstance(response, str):
+        return fail(response)
+    if response.status_code in (401, 404):
+        return fail(f"{url} answered {response.status_code}: {_message(response)}")
+    if response.status_code != 200:
+        return fail(f"{url} answered {response.status_code}: {_message(response)}")
+    if args.json:
+        print(response.text)
+        return 0
+    try:
+        print(render_routes(response.json()["data"], now=time.time()))
+    except (ValueError, KeyError, TypeError):
+        return fail(f"{url} did not answer with the routes")
+    return 0
+
+
+def render_routes(routes: list[dict[str, Any]], *, now: float) -> str:
+    lines = []
+    for route in routes:
+        fallbacks = route["fallbacks"]
+        then = f" -> {' -> '.join(fallbacks)}" if fallbacks else ""
+        lines.append(f"{route['model']} ({route['kind']}){then}")
+        for d in route["deployments"]:
+            state = d["state"]
+            if state == "open" and d.get("cooling_until"):
+                state = f"cooling down, {_duration(float(d['cooling_until']) - now)} left"
+            elif state == "half_open":
+                state = "half-open: the next request probes it"
+            else:
+                state = "healthy"
+            failures = int(d["recent_failures"])
+            recent = (
+                f", {failures} recent failure{'s' if failures != 1 else ''}" if failures else ""
+            )
+            lines.append(
+                f"  {d['provider']}/{d['upstream_model']}  weight {d['weight']:g}  {state}{recent}"
+            )
+    return "\n".join(lines) or "(no models)"
 
 
 def _budget(base_url: str, workspace_id: str, key: str, timeout: float) -> dict[str, Any] | None:

@@ -12,16 +12,26 @@ from gateway_kit.config.base import Mode, OnError
 from gateway_kit.config.gateway import GatewayConfig
 from gateway_kit.config.loader import ENV_PREFIX, load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
-from gateway_kit.config.upstream import FaultsConfig, ModelConfig, PriceConfig, ProviderConfig
+from gateway_kit.config.upstream import (
+    DeploymentConfig,
+    FaultsConfig,
+    ModelConfig,
+    PriceConfig,
+    ProviderConfig,
+)
 from gateway_kit.config.webhooks import WebhooksConfig
 
 __all__ = [
     "ENV_PREFIX",
     "AdminConfig",
     "AuthConfig",
+    "AutoModelConfig",
     "BudgetConfig",
+    "ComplexityConfig",
     "CostConfig",
+    "DeploymentConfig",
     "FaultsConfig",
     "GatewayConfig",
     "LimitsConfig",
@@ -32,6 +42,7 @@ __all__ = [
     "PlanConfig",
     "PriceConfig",
     "ProviderConfig",
+    "RoutingConfig",
     "ServerConfig",
     "StorageConfig",
     "WebhooksConfig",

@@ -7,8 +7,9 @@ from pydantic import Field, model_validator
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
 from gateway_kit.config.base import _Config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.routing import RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
-from gateway_kit.config.upstream import ModelConfig, ProviderConfig
+from gateway_kit.config.upstream import DeploymentConfig, ModelConfig, ProviderConfig
 from gateway_kit.config.webhooks import WebhooksConfig
 
 __all__ = ["GatewayConfig"]
@@ -45,6 +46,7 @@ class GatewayConfig(_Config):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
 
     @model_validator(mode="after")
     def _check_references(self) -> GatewayConfig:
@@ -57,14 +59,15 @@ class GatewayConfig(_Config):
                 f"(known: {', '.join(self.plans) or 'none'})"
             )
         for index, model in enumerate(self.models):
-            if model.provider not in provider_names:
-                raise ValueError(
-                    f"models[{index}].provider: no provider named {model.provider!r} "
-                    f"(known: {', '.join(provider_names) or 'none'})"
-                )
-        model_names = {m.name for m in self.models}
+            for place, deployment in _places(index, model):
+                if deployment.provider not in provider_names:
+                    raise ValueError(
+                        f"{place}.provider: no provider named {deployment.provider!r} "
+                        f"(known: {', '.join(provider_names) or 'none'})"
+                    )
+        models = {m.name: m for m in self.models}
         for index, model in enumerate(self.models):
-            if model.downgrade_to is not None and model.downgrade_to not in model_names:
+            if model.downgrade_to is not None and model.downgrade_to not in models:
                 raise ValueError(
                     f"models[{index}].downgrade_to: no model named {model.downgrade_to!r}"
                 )
@@ -72,6 +75,19 @@ class GatewayConfig(_Config):
                 raise ValueError(
                     f"models[{index}].downgrade_to: a model cannot downgrade to itself"
                 )
+            for fallback in model.fallbacks:
+                target = models.get(fallback)
+                if target is None:
+                    raise ValueError(f"models[{index}].fallbacks: no model named {fallback!r}")
+                if target.kind != model.kind:
+                    raise ValueError(
+                        f"models[{index}].fallbacks: {fallback!r} is a {target.kind} model, "
+                        f"{model.name!r} a {model.kind} model"
+                    )
+            cycle = _fallback_cycle(model.name, models)
+            if cycle:
+                raise ValueError(f"models[{index}].fallbacks: a cycle: {' -> '.join(cycle)}")
+        _check_auto(self.routing, models)
         return self
 
     @property
@@ -86,3 +102,52 @@ def _unique(what: str, names: list[str]) -> None:
         if name in seen:
             raise ValueError(f"{what}: the name {name!r} is used twice")
         seen.add(name)
+
+
+def _places(index: int, model: ModelConfig) -> list[tuple[str, DeploymentConfig]]:
+    """Each deployment with where the configuration gives it, for error messages."""
+    if model.deployments:
+        return [(f"models[{index}].deployments[{i}]", d) for i, d in enumerate(model.deployments)]
+    return [(f"models[{index}]", model.served_by[0])]
+
+
+def _fallback_cycle(start: str, models: dict[str, ModelConfig]) -> list[str]:
+    """A fallback path from ``start`` back to a model already on it, or ``[]``."""
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        model = models.get(name)
+        if model is None:
+            return []
+        path.append(name)
+        for fallback in model.fallbacks:
+            found = visit(fallback)
+            if found:
+                return found
+        path.pop()
+        return []
+
+    return visit(start)
+
+
+def _check_auto(routing: RoutingConfig, models: dict[str, ModelConfig]) -> None:
+    seen: set[str] = set()
+    for index, auto in enumerate(routing.auto):
+        place = f"routing.auto[{index}]"
+        if auto.name in models:
+            raise ValueError(f"{place}.name: {auto.name!r} is also a model's name")
+        if auto.name in seen:
+            raise ValueError(f"{place}.name: the name {auto.name!r} is used twice")
+        seen.add(auto.name)
+        lists = [("models", auto.models)]
+        if auto.complexity is not None:
+            lists.append(("complexity.models", auto.complexity.models))
+        for field, names in lists:
+            for name in names:
+                model = models.get(name)
+                if model is None:
+                    raise ValueError(f"{place}.{field}: no model named {name!r}")
+                if model.kind != "chat":
+                    raise ValueError(f"{place}.{field}: {name!r} is not a chat model")

@@ -11,7 +11,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from gateway_kit.config.base import NAME_PATTERN, _Config
 
-__all__ = ["FaultsConfig", "ModelConfig", "PriceConfig", "ProviderConfig"]
+__all__ = ["DeploymentConfig", "FaultsConfig", "ModelConfig", "PriceConfig", "ProviderConfig"]
 
 #: Where each provider type is served when ``base_url`` is not given.
 DEFAULT_BASE_URLS = {
@@ -112,13 +112,36 @@ class PriceConfig(_Config):
     cache_write_usd_per_mtok: Decimal | None = Field(default=None, ge=0)
 
 
+class DeploymentConfig(_Config):
+    """One place a model is served: a provider and the name it knows the model by."""
+
+    provider: str
+    #: The name the provider knows the model by; defaults to the model's name.
+    upstream_model: str | None = None
+    #: The share of requests sent here first (relative to the model's other deployments);
+    #: 0 makes it a standby, tried only after the weighted ones.
+    weight: float = Field(default=1.0, ge=0)
+
+
 class ModelConfig(_Config):
-    """A model name clients may ask for, and where it is served."""
+    """A model name clients may ask for, and where it is served.
+
+    A model is served by one provider (``provider``, ``upstream_model``) or by several
+    weighted ``deployments``; when every deployment fails, the router tries the models of
+    ``fallbacks`` in order (and theirs after them).
+    """
 
     name: str = Field(pattern=NAME_PATTERN)
-    provider: str
+    #: The provider serving the model (or give ``deployments``).
+    provider: str | None = None
     #: The name the provider knows it by; defaults to ``name``.
     upstream_model: str | None = None
+    #: Several places serving the model, chosen by weight (instead of ``provider``).
+    deployments: tuple[DeploymentConfig, ...] = ()
+    #: Other model names to try, in order, when every deployment of this one fails.
+    fallbacks: tuple[str, ...] = ()
+    #: ``chat`` (``/v1/chat/completions``) or ``embedding`` (``/v1/embeddings``).
+    kind: Literal["chat", "embedding"] = "chat"
     #: Shown in ``GET /v1/models`` as ``owned_by``; defaults to the provider's name.
     owned_by: str | None = None
     #: Its price, when the price table does not know it (private and self-hosted models).
@@ -127,3 +150,27 @@ class ModelConfig(_Config):
     price_as: str | None = None
     #: Budget Control's downgrade target: a cheaper model name of this configuration.
     downgrade_to: str | None = None
+    #: Tokens of context (prompt and answer); defaults to what the price table knows.
+    context_window: int | None = Field(default=None, ge=1)
+    #: What smart routing may send it: tool definitions, JSON/structured output, images.
+    supports_tools: bool = True
+    supports_json: bool = True
+    supports_vision: bool = True
+
+    @model_validator(mode="after")
+    def _check_serving(self) -> ModelConfig:
+        if (self.provider is None) == (not self.deployments):
+            raise ValueError("give either provider or deployments (one of them, not both)")
+        if self.deployments and self.upstream_model is not None:
+            raise ValueError("upstream_model: give it per deployment when there are deployments")
+        if self.deployments and sum(d.weight for d in self.deployments) <= 0:
+            raise ValueError("deployments: the weights sum to 0, so none would ever be chosen")
+        return self
+
+    @property
+    def served_by(self) -> tuple[DeploymentConfig, ...]:
+        """The deployments, ``provider``/``upstream_model`` being the one of a simple model."""
+        if self.deployments:
+            return self.deployments
+        assert self.provider is not None
+        return (DeploymentConfig(provider=self.provider, upstream_model=self.upstream_model),)

@@ -67,6 +67,8 @@ class Costs:
     def __init__(self, config: GatewayConfig, prices: PriceTable | None = None) -> None:
         overrides: dict[str, ModelPrice] = {}
         self._refs: dict[str, str] = {}
+        #: Embedding models answer with vectors: no output tokens.
+        self._embeddings = frozenset(m.name for m in config.models if m.kind == "embedding")
         for model in config.models:
             if model.price is not None:
                 price = model.price
@@ -78,7 +80,8 @@ class Costs:
                 )
                 self._refs[model.name] = model.name
             else:
-                self._refs[model.name] = model.price_as or model.upstream_model or model.name
+                upstream = model.served_by[0].upstream_model
+                self._refs[model.name] = model.price_as or upstream or model.name
         self.prices = prices if prices is not None else PriceTable(overrides)
         self.flagship = config.cost.flagship_model
         self._flagship_ref = self._refs.get(self.flagship, self.flagship)
@@ -87,6 +90,10 @@ class Costs:
     def ref(self, model: str) -> str:
         """The name ``model`` is priced by."""
         return self._refs.get(model, model)
+
+    def context_window(self, model: str) -> int | None:
+        """The context window the price table knows for ``model`` (by its price name)."""
+        return self.prices.context_window(self.ref(model))
 
     def priced(self, model: str) -> bool:
         """Whether ``model`` has a price (configured, or in the price table)."""
@@ -106,7 +113,9 @@ class Costs:
     ) -> Usage:
         """A local estimate: the prompt counted here, the output as seen or as usually seen."""
         prompt = estimate_prompt_tokens(request)
-        if output_tokens is None:
+        if model in self._embeddings:
+            output_tokens = 0
+        elif output_tokens is None:
             output_tokens = self.outputs.estimate(model, request)
         return Usage(input_tokens=prompt, output_tokens=output_tokens, estimated=True)
 

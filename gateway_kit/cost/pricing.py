@@ -271,6 +271,18 @@ class PriceTable:
             return None
         return baseline - actual
 
+    def context_window(self, model: str, provider: str | None = None) -> int | None:
+        """The model's context window in tokens, where the price table knows it."""
+        attempts: list[tuple[str, str | None]] = [(model, provider), (model, None)]
+        vendor, slash, name = model.partition("/")
+        if slash and vendor and name:
+            attempts += [(name, vendor), (name, None)]
+        for ref, provider_id in attempts:
+            info = self._find(ref.lower(), provider_id)
+            if info is not None and info.context_window:
+                return int(info.context_window)
+        return None
+
     def _rates(self, model: str, provider: str | None) -> _Rates | None:
         key = (model, provider)
         resolved = self._cache.get(key, _MISSING)

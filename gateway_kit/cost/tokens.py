@@ -72,8 +72,11 @@ def estimate_prompt_tokens(request: Mapping[str, Any], *, image_tokens: int = IM
     and legacy function definitions and a JSON schema response format, as OpenAI's cookbook
     counts them; text by ``estimate_text_tokens``, rounded up once for the whole request.
     Content parts other than text and images (audio, files) count as their JSON, which
-    over-estimates binary payloads. Malformed fields are skipped, never raised on.
+    over-estimates binary payloads. Malformed fields are skipped, never raised on. An
+    embeddings request counts its ``input``: text estimated the same way, token ids one each.
     """
+    if "messages" not in request and "input" in request:
+        return _input_tokens(request["input"])
     quarters = 4 * REPLY_TOKENS
     messages = request.get("messages")
     if isinstance(messages, list):
@@ -100,6 +103,23 @@ def estimate_prompt_tokens(request: Mapping[str, Any], *, image_tokens: int = IM
         if isinstance(schema, Mapping):
             quarters += 4 * FUNCTION_TOKENS + _quarters(_json(schema))
     return -(-quarters // 4)
+
+
+def _input_tokens(value: Any) -> int:
+    """The tokens of an embeddings ``input``: text, texts, token ids, or lists of token ids."""
+    if isinstance(value, str):
+        return -(-_quarters(value) // 4)
+    if not isinstance(value, list):
+        return 0
+    tokens = 0
+    for item in value:
+        if isinstance(item, str):
+            tokens += -(-_quarters(item) // 4)
+        elif isinstance(item, list):
+            tokens += len(item)
+        else:
+            tokens += 1  # one token id
+    return tokens
 
 
 def _message_quarters(message: Mapping[str, Any], image_tokens: int) -> int:

@@ -177,11 +177,12 @@ class Admission:
     async def answer(
         self, ctx: RequestContext, storage: Storage, refusal: Refusal, send: Send
     ) -> None:
-        """Answer with ``refusal`` from inside the stack, after the pending participants had
-        their step: the outer layers decide first (a refusal of theirs wins), and every answer
-        carries their headers. A step that counted the request settles as for any error."""
-        earlier = await self.commit(ctx, storage)
-        await (earlier or refusal).send(send)
+        """Answer with ``refusal`` from inside the stack, before the step: a request refused
+        before its admission (an invalid body, an unknown model, a policy's block) holds
+        nothing and changes no counter, so a burst of bad requests can never starve good ones
+        of quota. The pending participants are dropped unrun."""
+        self.pending.clear()
+        await refusal.send(send)
 
     async def _run(
         self, storage: Storage, contributions: Sequence[Contribution | None]

@@ -24,6 +24,7 @@ from gateway_kit.pipeline.verdicts import Verdict
 if TYPE_CHECKING:
     from gateway_kit.cost.costs import RequestCost
     from gateway_kit.events.models import Event
+    from gateway_kit.routing.models import ModelRoute
 
 __all__ = ["CONTEXT_KEY", "RequestContext", "get_context", "new_request_id"]
 
@@ -41,8 +42,10 @@ class RequestContext:
     body: bytes | None = None
     #: The parsed chat request, once parsed. Layers that change it call ``replace_json``.
     json: dict[str, Any] | None = None
-    #: The model the request will be sent as (after routing/experiments/downgrades).
+    #: The model the request will be sent as (after smart routing and downgrades).
     model: str | None = None
+    #: Where ``model`` is served, once resolved (``chat.model.resolve_model``).
+    route: ModelRoute | None = None
     #: Named durations in seconds for ``Server-Timing`` (``upstream`` is set by the endpoint).
     timings: dict[str, float] = field(default_factory=dict)
     #: What the request cost (usage, micro-USD, flagship baseline), set by metering once

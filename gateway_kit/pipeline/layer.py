@@ -36,6 +36,9 @@ class PolicyLayer:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._commit_here = not getattr(app, "commits_admission", False)
+        #: The kind of request the app inside serves (``chat`` or ``embedding``), as the
+        #: endpoints say; layers that read the request validate it as such.
+        self.request_kind: str = getattr(app, "request_kind", "chat")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.passes(scope):

@@ -6,13 +6,15 @@ untouched, and a stream is relayed event by event as it arrives, never buffered 
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from collections.abc import AsyncGenerator, Mapping
 
 import httpx
 
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
-from gateway_kit.providers.base import ChatCall, ChatResponse
+from gateway_kit.providers.base import ChatCall, ChatResponse, EmbeddingsCall
 from gateway_kit.sse import SSEEvent, SSEParser
 
 #: Upstream response headers worth handing to the client, renamed where ours would clash.
@@ -41,6 +43,7 @@ class OpenAIProvider:
         self._client = client
         # Parsed once: httpx would parse a string URL on every request.
         self._url = httpx.URL(base_url.rstrip("/") + "/chat/completions")
+        self._embeddings_url = httpx.URL(base_url.rstrip("/") + "/embeddings")
         # The client's default headers merged with ours once, not on every request; cookies
         # are never sent (a proxy must not share a cookie jar between its callers).
         merged = httpx.Headers(client.headers)
@@ -56,14 +59,38 @@ class OpenAIProvider:
         return None
 
     async def chat(self, call: ChatCall) -> ChatResponse:
-        body = call.body
+        response, forwarded, is_stream = await self._send(self._url, call.payload, call.body, call)
+        if not (call.stream and is_stream and response.status_code == 200):
+            return await self._whole(response, forwarded)
+        events = self._events(response)
+
+        async def close() -> None:
+            await events.aclose()
+            await response.aclose()
+
+        return ChatResponse(200, forwarded, events=events, close=close)
+
+    async def embeddings(self, call: EmbeddingsCall) -> ChatResponse:
+        url = self._embeddings_url
+        response, forwarded, _ = await self._send(url, call.payload, call.body, call)
+        return await self._whole(response, forwarded)
+
+    async def _send(
+        self,
+        url: httpx.URL,
+        payload: dict[str, object],
+        body: bytes | None,
+        call: ChatCall | EmbeddingsCall,
+    ) -> tuple[httpx.Response, list[tuple[bytes, bytes]], bool]:
+        """Send one call; the response (headers read, body not), the headers for the client,
+        and whether it is an event stream. Raises for 5xx, timeouts and connection errors."""
         if body is None:
-            body = json.dumps(call.payload, separators=(",", ":"), ensure_ascii=False).encode()
+            body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers = self._headers
         if call.request_id:
             headers = [*headers, (b"x-request-id", call.request_id.encode())]
         request = httpx.Request(
-            "POST", self._url, content=body, headers=headers, extensions=self._extensions
+            "POST", url, content=body, headers=headers, extensions=self._extensions
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -91,29 +118,29 @@ class OpenAIProvider:
                 f"Upstream provider '{self.name}' answered {response.status_code}.",
                 provider=self.name,
                 status=response.status_code,
+                retry_after=retry_after(response.headers),
             )
-        if not (call.stream and is_stream and response.status_code == 200):
-            try:
-                content = await response.aread()
-            except httpx.HTTPError as exc:
-                raise UpstreamUnavailableError(
-                    f"Upstream provider '{self.name}' broke off its response.",
-                    provider=self.name,
-                    status=response.status_code,
-                ) from exc
-            finally:
-                await response.aclose()
-            if response.status_code >= 400:
-                content = content[:_MAX_ERROR_BODY]
-            return ChatResponse(response.status_code, forwarded, body=content)
+        return response, forwarded, is_stream
 
-        events = self._events(response)
-
-        async def close() -> None:
-            await events.aclose()
+    async def _whole(
+        self, response: httpx.Response, forwarded: list[tuple[bytes, bytes]]
+    ) -> ChatResponse:
+        """Read and release a response that is not streamed to the client."""
+        try:
+            content = await response.aread()
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailableError(
+                f"Upstream provider '{self.name}' broke off its response.",
+                provider=self.name,
+                status=response.status_code,
+            ) from exc
+        finally:
             await response.aclose()
-
-        return ChatResponse(200, forwarded, events=events, close=close)
+        status = response.status_code
+        if status >= 400:
+            content = content[:_MAX_ERROR_BODY]
+        wait = retry_after(response.headers) if status in (408, 429) else None
+        return ChatResponse(status, forwarded, body=content, retry_after=wait)
 
     async def _events(self, response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
         parser = SSEParser()
@@ -136,3 +163,26 @@ class OpenAIProvider:
                 provider=self.name,
                 status=200,
             )
+
+
+def retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds an upstream asked to wait: ``retry-after-ms`` (OpenAI's, Azure's) or
+    ``Retry-After`` in seconds or as an HTTP date; ``None`` when absent or unreadable."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())

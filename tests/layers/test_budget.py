@@ -285,6 +285,7 @@ async def test_the_context_holds_every_layers_verdict_and_the_events_raised() ->
             "auth": "pass",
             "limits": "pass",
             "budget": "warn",
+            "routing": "served",
         }
         assert ctx.verdicts["budget"].band == "warn"
         assert [(e.event, e.data.verdict) for e in ctx.events] == [("budget.alert", "warn")]

@@ -60,10 +60,24 @@ async def test_rejected_requests_consume_neither_quota_nor_burst() -> None:
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"messages": []}, id="invalid-request"),
+        pytest.param({"model": "no-such-model"}, id="unknown-model"),
+    ],
+)
+async def test_requests_refused_before_the_step_hold_nothing(body: dict[str, Any]) -> None:
+    async with provisioned("tiny") as env:
+        for _ in range(10):  # more than the burst and the quota
+            assert (await env.chat(**body)).status in (400, 404)
+        assert await env.used_requests() == 0
+        for _ in range(3):
+            assert (await env.chat()).status == 200  # the whole burst is still there
+
+
+@pytest.mark.parametrize(
     ("body", "upstream_status", "status"),
     [
-        pytest.param({"messages": []}, 200, 400, id="invalid-request"),
-        pytest.param({"model": "no-such-model"}, 200, 404, id="unknown-model"),
         pytest.param({}, 503, 502, id="upstream-down"),
         pytest.param({}, 400, 400, id="upstream-4xx"),
     ],

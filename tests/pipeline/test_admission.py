@@ -192,7 +192,7 @@ async def test_nothing_to_check_makes_no_step() -> None:
     assert storage.steps == []
 
 
-async def test_answering_from_inside_commits_the_outer_layers_first() -> None:
+async def test_answering_from_inside_holds_nothing() -> None:
     storage, ctx, admission = Steps(), RequestContext(), Admission()
     sent: list[Any] = []
 
@@ -200,7 +200,11 @@ async def test_answering_from_inside_commits_the_outer_layers_first() -> None:
         sent.append(message)
 
     await storage.incr("ws_1:limits", 1)
-    admission.join(Counter("limits", limit=1))
+    admission.join(Counter("limits", limit=5))
     await admission.answer(ctx, storage, Refusal(400, "bad body", code="invalid_json"), send)
-    # The outer layer's refusal wins over the inner answer.
-    assert sent[0]["status"] == 402
+    # Refused before the step: the step never runs, and nothing is counted or held.
+    assert sent[0]["status"] == 400
+    assert storage.steps == []
+    assert await storage.get("ws_1:limits") == b"1"
+    assert admission.pending == []
+    assert admission.settled == []

@@ -9,7 +9,8 @@ from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.periods import CurrentPeriod, Period
 from gateway_kit.accounts.spend import effective_cap
-from gateway_kit.chat.request import load_chat_request
+from gateway_kit.chat.model import resolve_model
+from gateway_kit.chat.request import RequestKind, load_request
 from gateway_kit.config import Mode, OnError
 from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
@@ -48,6 +49,7 @@ class BudgetMiddleware(PolicyLayer):
             downgrades={m.name: m.downgrade_to for m in gateway.config.models},
         )
         self.period = CurrentPeriod(config.period)
+        self._kind: RequestKind = "embedding" if self.request_kind == "embedding" else "chat"
         # Alerts this process knows were published: spares a storage write per request.
         self.alerted: set[tuple[str, str, str]] = set()
 
@@ -65,8 +67,8 @@ class BudgetMiddleware(PolicyLayer):
         principal = ctx.principal
         assert principal is not None
         gateway = self.gateway
-        loaded = await load_chat_request(
-            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes
+        loaded = await load_request(
+            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes, kind=self._kind
         )
         if loaded is None:
             return None  # the client left
@@ -74,9 +76,11 @@ class BudgetMiddleware(PolicyLayer):
             await self.refuse(ctx, send, loaded)
             return None
         payload, receive = loaded
-        model = ctx.model or payload["model"]
-        if gateway.route(model) is None:
-            return receive  # the endpoint answers 404
+        route = resolve_model(ctx, gateway, payload, self._kind)
+        if isinstance(route, Refusal):
+            await self.refuse(ctx, send, route)  # no such model: nothing is held for it
+            return None
+        model = route.name
         try:
             billing = await gateway.wallet.billing(principal.workspace_id)
             cap = key_cap = None
