@@ -12,12 +12,16 @@ from gateway_kit.accounts.keys import Principal
 from gateway_kit.app import (
     create_app,
 )
-from gateway_kit.chat.endpoint import ChatCompletionsEndpoint
+from gateway_kit.chat.endpoint import ChatCompletionsEndpoint, EmbeddingsEndpoint
 from gateway_kit.config import (
     AdminConfig,
     AuthConfig,
+    AutoModelConfig,
     BudgetConfig,
+    ComplexityConfig,
     CostConfig,
+    DeploymentConfig,
+    FaultsConfig,
     GatewayConfig,
     LimitsConfig,
     Mode,
@@ -27,6 +31,7 @@ from gateway_kit.config import (
     PlanConfig,
     PriceConfig,
     ProviderConfig,
+    RoutingConfig,
     ServerConfig,
     StorageConfig,
     WebhooksConfig,
@@ -186,6 +191,7 @@ __all__ = [
     "Costs",
     "DeadItem",
     "DeploymentConfig",
+    "EmbeddingsEndpoint",
     "Event",
     "EventData",
     "EventType",

@@ -35,7 +35,13 @@ def test_no_file_is_the_offline_demo() -> None:
     config = load_config(None, environ={})
     assert config == GatewayConfig()
     assert config.is_offline
-    assert [m.name for m in config.models] == ["mock-large", "mock-mini"]
+    assert [m.name for m in config.models] == [
+        "mock-large",
+        "mock-mini",
+        "mock-flaky",
+        "mock-embed",
+    ]
+    assert [a.name for a in config.routing.auto] == ["auto"]
 
 
 def test_a_file_is_loaded_and_the_key_read_from_the_environment(

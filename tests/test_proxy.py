@@ -500,7 +500,13 @@ async def test_mock_provider_streams_through_the_gateway_offline() -> None:
     )
     assert text == "This is a mock reply from gateway-kit to: Hello"
     assert json.loads(events[-2])["usage"]["total_tokens"] > 0
-    assert [m["id"] for m in models.json()["data"]] == ["mock-large", "mock-mini"]
+    assert [m["id"] for m in models.json()["data"]] == [
+        "mock-large",
+        "mock-mini",
+        "mock-flaky",
+        "mock-embed",
+        "auto",
+    ]
     assert health.json() == {"status": "ok"}
 
 

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
 from gateway_kit.config.base import _Config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
-from gateway_kit.config.routing import RoutingConfig
+from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
-from gateway_kit.config.upstream import DeploymentConfig, ModelConfig, ProviderConfig
+from gateway_kit.config.upstream import (
+    DeploymentConfig,
+    FaultsConfig,
+    ModelConfig,
+    ProviderConfig,
+)
 from gateway_kit.config.webhooks import WebhooksConfig
 
 __all__ = ["GatewayConfig"]
 
 
 def _default_providers() -> tuple[ProviderConfig, ...]:
-    return (ProviderConfig(name="mock", type="mock"),)
+    return (
+        ProviderConfig(name="mock", type="mock"),
+        # Fails half its calls with a 503: the demo's fallback chain, to watch it work.
+        ProviderConfig(
+            name="mock-flaky", type="mock", faults=FaultsConfig(error_rate=0.5, status=503)
+        ),
+    )
 
 
 def _default_models() -> tuple[ModelConfig, ...]:
@@ -25,7 +38,37 @@ def _default_models() -> tuple[ModelConfig, ...]:
         ModelConfig(
             name="mock-large", provider="mock", price_as="gpt-5.1", downgrade_to="mock-mini"
         ),
-        ModelConfig(name="mock-mini", provider="mock", price_as="gpt-5-mini"),
+        ModelConfig(
+            name="mock-mini",
+            provider="mock",
+            price_as="gpt-5-mini",
+            context_window=16_000,
+            supports_vision=False,
+        ),
+        # Served by the flaky provider; what it cannot serve, mock-large does.
+        ModelConfig(
+            name="mock-flaky",
+            provider="mock-flaky",
+            price_as="gpt-5.1",
+            fallbacks=("mock-large",),
+        ),
+        ModelConfig(
+            name="mock-embed", provider="mock", kind="embedding", price_as="text-embedding-3-small"
+        ),
+    )
+
+
+def _default_routing() -> RoutingConfig:
+    # `auto`: the cheapest demo model that can serve the request; hard prompts go large.
+    complexity = ComplexityConfig(
+        min_prompt_tokens=4000,
+        patterns=(r"\bprove\b", r"step[- ]by[- ]step", r"\barchitecture\b"),
+        models=("mock-large",),
+    )
+    return RoutingConfig(
+        auto=(
+            AutoModelConfig(name="auto", models=("mock-mini", "mock-large"), complexity=complexity),
+        )
     )
 
 
@@ -46,7 +89,16 @@ class GatewayConfig(_Config):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    #: Retries, fallback and cooldown; the offline demo (no ``models`` given) adds ``auto``.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demo_routing(cls, data: Any) -> Any:
+        # The demo's `auto` model picks among the demo's models: only with them.
+        if isinstance(data, dict) and "models" not in data and "routing" not in data:
+            data = {**data, "routing": _default_routing()}
+        return data
 
     @model_validator(mode="after")
     def _check_references(self) -> GatewayConfig:

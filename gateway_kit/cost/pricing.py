@@ -310,6 +310,16 @@ class PriceTable:
             info = self._find(ref.lower(), provider_id)
             if info is not None:
                 return _Resolved(info)
+        info = self._find_anywhere(model.lower())
+        return _Resolved(info) if info is not None else None
+
+    def _find_anywhere(self, ref: str) -> ModelInfo | None:
+        """A model no provider's name pattern claims (``text-embedding-3-small``), looked up
+        by its exact id at every provider, in the snapshot's order."""
+        for provider in self._snapshot.providers:
+            for info in provider.models:
+                if info.id == ref:
+                    return info
         return None
 
     def _find(self, ref: str, provider_id: str | None) -> ModelInfo | None:
