@@ -111,9 +111,12 @@ from gateway_kit.pipeline import (
     Verdict,
     get_context,
 )
+from gateway_kit.providers.anthropic import AnthropicProvider
 from gateway_kit.providers.base import (
     ChatCall,
     ChatResponse,
+    EmbeddingsCall,
+    EmbeddingsProvider,
     Provider,
 )
 from gateway_kit.providers.mock import (
@@ -169,6 +172,7 @@ __all__ = [
     "EVENT_TYPES",
     "AdminConfig",
     "Amend",
+    "AnthropicProvider",
     "AuthConfig",
     "AuthMiddleware",
     "AuthPolicy",
@@ -191,7 +195,9 @@ __all__ = [
     "Costs",
     "DeadItem",
     "DeploymentConfig",
+    "EmbeddingsCall",
     "EmbeddingsEndpoint",
+    "EmbeddingsProvider",
     "Event",
     "EventData",
     "EventType",

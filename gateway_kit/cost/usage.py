@@ -67,19 +67,29 @@ class Usage:
     def from_openai(cls, usage: Any) -> Usage | None:
         """An OpenAI chat-completions ``usage`` object, or ``None`` when it is unusable.
 
-        ``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens`` and
-        ``completion_tokens`` includes ``completion_tokens_details.reasoning_tokens``.
+        ``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens`` (and the prompt
+        cache writes some providers report as ``prompt_tokens_details.cache_creation_tokens``,
+        as the Anthropic provider does) and ``completion_tokens`` includes
+        ``completion_tokens_details.reasoning_tokens``. An embeddings ``usage``
+        (``prompt_tokens`` and ``total_tokens``, no ``completion_tokens``) has no output.
         """
         prompt = _count(_field(usage, "prompt_tokens"))
-        completion = _count(_field(usage, "completion_tokens"))
+        reported = _field(usage, "completion_tokens")
+        completion = _count(reported)
+        total = _count(_field(usage, "total_tokens"))
+        if reported is None and prompt is not None and total is not None:
+            completion = max(0, total - prompt)  # an embeddings usage
         if prompt is None or completion is None:
             return None
-        cached = _detail(_field(_field(usage, "prompt_tokens_details"), "cached_tokens"))
+        details = _field(usage, "prompt_tokens_details")
+        cached = min(_detail(_field(details, "cached_tokens")), prompt)
+        written = min(_detail(_field(details, "cache_creation_tokens")), prompt - cached)
         reasoning = _detail(_field(_field(usage, "completion_tokens_details"), "reasoning_tokens"))
         return cls(
             prompt,
             completion,
-            cache_read_tokens=min(cached, prompt),
+            cache_read_tokens=cached,
+            cache_write_tokens=written,
             reasoning_tokens=min(reasoning, completion),
         )
 

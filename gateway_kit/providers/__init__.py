@@ -1,1 +1,3 @@
-"""providers."""
+"""Upstream model services behind the ``Provider`` protocol (``base``): OpenAI-compatible APIs
+(``openai``), Anthropic's Messages API translated both ways (``anthropic``), and the offline
+``mock`` (deterministic answers, embeddings, injected faults)."""

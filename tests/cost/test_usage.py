@@ -104,6 +104,18 @@ def test_unusable_openai_usage_is_none(raw: Any) -> None:
     assert Usage.from_openai(raw) is None
 
 
+def test_an_embeddings_usage_has_no_output_and_cache_writes_are_read() -> None:
+    assert Usage.from_openai({"prompt_tokens": 8, "total_tokens": 8}) == Usage(8, 0)
+    usage = Usage.from_openai(
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 2,
+            "prompt_tokens_details": {"cached_tokens": 3, "cache_creation_tokens": 4},
+        }
+    )
+    assert usage == Usage(10, 2, cache_read_tokens=3, cache_write_tokens=4)
+
+
 @pytest.mark.parametrize(
     "raw",
     [

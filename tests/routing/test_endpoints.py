@@ -56,6 +56,7 @@ async def test_embeddings_are_served_priced_and_counted() -> None:
         assert again["data"] == body["data"]  # deterministic
         assert body["usage"]["prompt_tokens"] > 0
         assert float(response.headers["x-gateway-cost-usd"]) > 0
+        assert "x-gateway-cost-estimated" not in response.headers  # the reported usage
         assert response.headers["x-gateway-model"] == "embed"
         assert await env.used_requests() == 2
         budget = await env.recorder.request(
