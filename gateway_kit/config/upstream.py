@@ -63,6 +63,9 @@ class ProviderConfig(_Config):
     #: costs about half the CPU per request and has 2-3x the throughput under concurrency.
     transport: Literal["auto", "httpx", "aiohttp"] = "auto"
     max_connections: int = Field(default=512, ge=1)
+    #: Request fields never sent to this provider, for models that refuse them (e.g.
+    #: ``["temperature", "top_p"]`` for the newest Claude models); the rest pass through.
+    drop_params: tuple[str, ...] = ()
     #: Mock only: seconds between streamed chunks.
     stream_delay_s: float = Field(default=0.0, ge=0)
     #: Mock only: faults to inject (errors, latency, cut streams).
@@ -96,6 +99,9 @@ class ProviderConfig(_Config):
         parts = urlsplit(self.base_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
             raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        for name in self.drop_params:
+            if name in ("model", "messages", "input", "stream"):
+                raise ValueError(f"drop_params: {name!r} is what the request is, not a parameter")
         if self.faults is not None and self.type != "mock":
             raise ValueError("faults: only a mock provider injects faults")
         return self

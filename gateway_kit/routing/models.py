@@ -33,6 +33,8 @@ class Deployment:
     #: ``<provider>/<upstream model>`` (two public names served by the same upstream model of
     #: the same provider share it).
     key: str
+    #: Request fields this deployment's provider must not receive (``drop_params``).
+    drop: frozenset[str] = frozenset()
 
     @property
     def provider_name(self) -> str:
@@ -94,6 +96,7 @@ class ModelTable:
         rng: random.Random | None = None,
     ) -> None:
         self._rng = rng or random.Random()
+        drops = {p.name: frozenset(p.drop_params) for p in config.providers}
         routes: dict[str, ModelRoute] = {}
         for model in config.models:
             deployments = tuple(
@@ -103,6 +106,7 @@ class ModelTable:
                     d.upstream_model or model.name,
                     d.weight,
                     _deployment_key(d.provider, d.upstream_model or model.name),
+                    drops.get(d.provider, frozenset()),
                 )
                 for d in model.served_by
             )

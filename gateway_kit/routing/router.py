@@ -273,10 +273,15 @@ def _outcome(response: ChatResponse) -> _Outcome:
 
 
 def _for(call: Call, deployment: Deployment) -> Call:
-    """The call as sent to ``deployment``: the payload names its upstream model."""
-    if call.payload.get("model") == deployment.upstream_model:
+    """The call as sent to ``deployment``: the payload names its upstream model, without the
+    fields its provider must not receive."""
+    payload = call.payload
+    drop = deployment.drop
+    if payload.get("model") == deployment.upstream_model and not (drop and drop & payload.keys()):
         return call
-    return replace(call, payload={**call.payload, "model": deployment.upstream_model}, body=None)
+    payload = {k: v for k, v in payload.items() if k not in drop} if drop else dict(payload)
+    payload["model"] = deployment.upstream_model
+    return replace(call, payload=payload, body=None)
 
 
 def _is_error(event: SSEEvent) -> bool:

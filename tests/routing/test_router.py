@@ -345,3 +345,23 @@ async def test_weights_share_first_picks_and_standbys_come_last() -> None:
     assert 0.7 < firsts.count("a") / 4000 < 0.8
     assert "c" not in firsts
     assert all(table.plan(route)[-1].provider_name == "c" for _ in range(50))
+
+
+async def test_a_provider_never_receives_the_fields_it_drops() -> None:
+    cfg = GatewayConfig.model_validate(
+        {
+            "storage": {"url": "memory://"},
+            "providers": [{"name": "a", "type": "mock", "drop_params": ["temperature", "top_p"]}],
+            "models": [{"name": "m", "provider": "a"}],
+        }
+    )
+    provider = Scripted("a")
+    table = ModelTable(cfg, {"a": provider})
+    storage = MemoryStorage()
+    router = Router(table, Cooldowns(storage, cfg.routing), cfg.routing)
+    route = table.resolve("m")
+    assert route is not None
+    payload = {"model": "m", "messages": [], "temperature": 0.2, "top_p": 1, "seed": 3}
+    await router.chat(route, ChatCall(payload, b"{}", stream=False))
+    assert provider.calls == [{"model": "m", "messages": [], "seed": 3}]
+    assert payload["temperature"] == 0.2  # the client's request is left as it was
