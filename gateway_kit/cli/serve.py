@@ -87,7 +87,7 @@ def demo_banner(config: GatewayConfig, host: str, port: int, key: str) -> str:
     shown = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
     base = f"http://{shown}:{port}"
     model = config.models[0].name if config.models else "mock-large"
-    models = ", ".join(m.name for m in config.models)
+    models = ", ".join([m.name for m in config.models] + [a.name for a in config.routing.auto])
     return (
         f"gateway-kit {__version__}: no --config given, running offline on the built-in mock "
         f"provider (models: {models}), state in {config.storage.url}.\n"
