@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 import anyio
 import httpx
@@ -34,6 +34,8 @@ from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
 from gateway_kit.webhooks.store import WebhookStore
 from gateway_kit.webhooks.worker import DeliveryWorker
 
+_T = TypeVar("_T")
+
 
 def create_http_client(*, transport: str = "auto", max_connections: int = 512) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` tuned for proxying: a pool that keeps every connection alive.
@@ -56,6 +58,13 @@ def create_http_client(*, transport: str = "auto", max_connections: int = 512) -
             ) from None
         return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), limits=limits)
     return httpx.AsyncClient(limits=limits)
+
+
+def _running(resource: _T | None) -> _T:
+    """A resource of a running ``Gateway``; a clear error before it is entered."""
+    if resource is None:
+        raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
+    return resource
 
 
 class Gateway:
@@ -253,42 +262,30 @@ class Gateway:
 
     @property
     def storage(self) -> Storage:
-        if self._storage is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._storage
+        return _running(self._storage)
 
     @property
     def workspaces(self) -> Workspaces:
-        if self._workspaces is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._workspaces
+        return _running(self._workspaces)
 
     @property
     def ledger(self) -> Ledger:
         """The spend ledger: budget reservations, settlements, savings."""
-        if self._ledger is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._ledger
+        return _running(self._ledger)
 
     @property
     def wallet(self) -> Wallet:
         """Workspaces' prepaid balances: credits, the billing switch, low-balance alerts."""
-        if self._wallet is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._wallet
+        return _running(self._wallet)
 
     @property
     def webhooks(self) -> WebhookStore:
-        if self._webhooks is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._webhooks
+        return _running(self._webhooks)
 
     @property
     def webhook_client(self) -> httpx.AsyncClient:
         """The SSRF-guarded client deliveries (and test sends) go through."""
-        if self._webhook_client is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._webhook_client
+        return _running(self._webhook_client)
 
     @property
     def webhook_worker(self) -> DeliveryWorker | None:
@@ -299,23 +296,17 @@ class Gateway:
 
     @property
     def keys(self) -> Keys:
-        if self._keys is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._keys
+        return _running(self._keys)
 
     @property
     def models(self) -> ModelTable:
         """The model table: which models exist, where they are served, their fallbacks."""
-        if self._table is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._table
+        return _running(self._table)
 
     @property
     def router(self) -> Router:
         """Calls a model's deployments with retries, fallback and cooldown."""
-        if self._router is None:
-            raise GatewayError("the Gateway is not running: enter it first (async with gateway)")
-        return self._router
+        return _running(self._router)
 
     def route(self, model: str) -> ModelRoute | None:
         """Where ``model`` is served, or ``None`` for an unknown model (``models.resolve``)."""

@@ -130,10 +130,18 @@ class _InferenceEndpoint:
         else:
             await send_error(send, 502, str(failed), type="api_error", code="upstream_unavailable")
 
-    @staticmethod
-    def _served(ctx: RequestContext, routed: Routed) -> list[tuple[bytes, bytes]]:
-        """Records where the request was served; the headers that say so."""
+    def _served(
+        self, ctx: RequestContext, routed: Routed, *, strip_usage: bool = False
+    ) -> tuple[TransformChain, list[tuple[bytes, bytes]]]:
+        """Records where the request was served; the response's transform chain (metering
+        first, priced at the model that served, for what was sent to it) and headers."""
         deployment = routed.deployment
+        meter = MeterTransform(
+            ctx, self._gateway.costs, deployment.model, routed.payload, strip_usage=strip_usage
+        )
+        # Transforms run innermost first: metering (registered last) sees the upstream first.
+        transforms = ctx.transforms
+        chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
         ctx.verdicts["routing"] = RouteVerdict(
             action="fallback" if routed.attempts else "served",
             model=deployment.model,
@@ -142,7 +150,7 @@ class _InferenceEndpoint:
             retries=routed.retries,
             attempts=tuple(a.label() for a in routed.attempts),
         )
-        return [*routed.response.headers, *routed.headers()]
+        return chain, [*routed.response.headers, *routed.headers()]
 
 
 class ChatCompletionsEndpoint(_InferenceEndpoint):
@@ -169,14 +177,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
             await self._unrouted(ctx, failed, send)
             return
         response = routed.response
-        # Priced at the model that served, for what was sent to it.
-        meter = MeterTransform(
-            ctx, gateway.costs, routed.deployment.model, routed.payload, strip_usage=strip
-        )
-        # Transforms run innermost first: metering (registered last) sees the upstream first.
-        transforms = ctx.transforms
-        chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
-        headers = self._served(ctx, routed)
+        chain, headers = self._served(ctx, routed, strip_usage=strip)
         try:
             chain.start(response.status)
             if response.events is None:
@@ -241,10 +242,7 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
             return
         ctx.timings["upstream"] = time.perf_counter() - started
         response = routed.response
-        meter = MeterTransform(ctx, gateway.costs, routed.deployment.model, routed.payload)
-        transforms = ctx.transforms
-        chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
-        headers = self._served(ctx, routed)
+        chain, headers = self._served(ctx, routed)
         try:
             chain.start(response.status)
             whole = JSONBody(response.body)

@@ -99,8 +99,8 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def validate_chat_request(payload: object) -> Refusal | None:
-    """Check the fields the gateway relies on; ``None`` when the request is acceptable."""
+def _check_model(payload: object) -> Refusal | None:
+    """A JSON object naming a model: what every inference request is."""
     if not isinstance(payload, dict):
         return Refusal(
             400, "The request body must be a JSON object.", code="invalid_type", param=None
@@ -110,6 +110,15 @@ def validate_chat_request(payload: object) -> Refusal | None:
     model = payload["model"]
     if not isinstance(model, str) or not model:
         return _invalid("model", "'model' must be a non-empty string.")
+    return None
+
+
+def validate_chat_request(payload: object) -> Refusal | None:
+    """Check the fields the gateway relies on; ``None`` when the request is acceptable."""
+    error = _check_model(payload)
+    if error is not None:
+        return error
+    assert isinstance(payload, dict)
     if "messages" not in payload:
         return _missing("messages")
     error = _validate_messages(payload["messages"])
@@ -186,15 +195,10 @@ def _validate_tools(tools: object) -> Refusal | None:
 
 def validate_embeddings_request(payload: object) -> Refusal | None:
     """Check an embeddings request; ``None`` when it is acceptable."""
-    if not isinstance(payload, dict):
-        return Refusal(
-            400, "The request body must be a JSON object.", code="invalid_type", param=None
-        )
-    if "model" not in payload:
-        return _missing("model")
-    model = payload["model"]
-    if not isinstance(model, str) or not model:
-        return _invalid("model", "'model' must be a non-empty string.")
+    error = _check_model(payload)
+    if error is not None:
+        return error
+    assert isinstance(payload, dict)
     if "input" not in payload:
         return _missing("input")
     error = _validate_input(payload["input"])

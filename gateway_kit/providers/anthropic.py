@@ -33,9 +33,7 @@ without ``message_stop`` raise ``UpstreamStreamError`` from the events iterator.
 
 from __future__ import annotations
 
-import email.utils
 import json
-import math
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
@@ -51,6 +49,7 @@ from gateway_kit.providers._anthropic_translate import (
     to_chat_completion,
     to_messages_request,
 )
+from gateway_kit.providers._http import retry_after_seconds, send_upstream
 from gateway_kit.providers.base import ChatCall, ChatResponse
 from gateway_kit.sse import DONE, SSEEvent, SSEParser
 
@@ -114,17 +113,7 @@ class AnthropicProvider:
             headers=self._headers,
             extensions=self._extensions,
         )
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamUnavailableError(
-                f"Upstream provider '{self.name}' timed out.", provider=self.name
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamUnavailableError(
-                f"Upstream provider '{self.name}' is unreachable ({type(exc).__name__}).",
-                provider=self.name,
-            ) from exc
+        response = await send_upstream(self._client, request, self.name)
         status = response.status_code
         forwarded: list[tuple[bytes, bytes]] = []
         retry_after = None
@@ -135,7 +124,7 @@ class AnthropicProvider:
             if lowered == b"request-id":
                 forwarded.append((b"x-upstream-request-id", value))
             elif lowered == b"retry-after":
-                retry_after = _seconds(value, self._clock())
+                retry_after = retry_after_seconds(value, self._clock())
             elif lowered == b"content-type":
                 is_stream = value.startswith(b"text/event-stream")
         if status >= 500:  # 529 is Anthropic's "overloaded"
@@ -341,17 +330,3 @@ class _StreamTranslator:
 def _include_usage(payload: Mapping[str, object]) -> bool:
     options = payload.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
-
-
-def _seconds(value: bytes, now: float) -> float | None:
-    """A ``Retry-After`` value (seconds, or an HTTP date) as seconds from ``now``."""
-    text = value.decode("latin-1").strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - now
-    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -6,7 +6,6 @@ untouched, and a stream is relayed event by event as it arrives, never buffered 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import time
 from collections.abc import AsyncGenerator, Mapping
@@ -14,6 +13,7 @@ from collections.abc import AsyncGenerator, Mapping
 import httpx
 
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
+from gateway_kit.providers._http import retry_after_seconds, send_upstream
 from gateway_kit.providers.base import ChatCall, ChatResponse, EmbeddingsCall
 from gateway_kit.sse import SSEEvent, SSEParser
 
@@ -92,17 +92,7 @@ class OpenAIProvider:
         request = httpx.Request(
             "POST", url, content=body, headers=headers, extensions=self._extensions
         )
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamUnavailableError(
-                f"Upstream provider '{self.name}' timed out.", provider=self.name
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamUnavailableError(
-                f"Upstream provider '{self.name}' is unreachable ({type(exc).__name__}).",
-                provider=self.name,
-            ) from exc
+        response = await send_upstream(self._client, request, self.name)
         # The raw header list: httpx decodes every header on each `.headers` lookup.
         forwarded = []
         is_stream = False
@@ -170,19 +160,8 @@ def retry_after(headers: httpx.Headers) -> float | None:
     ``Retry-After`` in seconds or as an HTTP date; ``None`` when absent or unreadable."""
     milliseconds = headers.get("retry-after-ms")
     if milliseconds is not None:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
+        found = retry_after_seconds(milliseconds, time.time(), milliseconds=True)
+        if found is not None:
+            return found
     value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - time.time())
+    return None if value is None else retry_after_seconds(value, time.time())
