@@ -10,6 +10,7 @@ BENCHMARKS = {
     "layers": "what Auth + Limits add, on memory and on Redis storage",
     "serve": "`gateway-kit serve` as a user runs it (SQLite, Redis, 10k keys) against the floor",
     "storage": "storage operations per second per backend, round trips per admission",
+    "routing": "the router's cost on a healthy deployment, req/s with one deployment failing",
     "webhooks": "webhook deliveries per second and publish-to-arrival latency per backend",
 }
 

@@ -3,12 +3,16 @@
 Each gateway-kit target gets a twin, ``<name> [baseline]``, started with the checkout's
 ``gateway_kit`` first on ``PYTHONPATH`` (so its own code serves the same role, with the same
 arguments), and measured interleaved with the others. The verdict is the issue's "no regression
-beyond noise": p50 at c=1 within 0.05 ms, req/s at c=32 within 5 %.
+beyond noise": p50 at c=1 within 0.05 ms, req/s at c=32 within 5 %. ``worktree`` makes such a
+checkout of a commit for the length of a run, when none is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +22,7 @@ from gateway_kit.bench._load import free_port
 if TYPE_CHECKING:
     from gateway_kit.bench.proxy import Target, TargetResult
 
-__all__ = ["SUFFIX", "against_baseline", "twins"]
+__all__ = ["SUFFIX", "against_baseline", "twins", "worktree"]
 
 SUFFIX = " [baseline]"
 #: The noise a change may stay within: added p50 at c=1 (ms), and the c=32 req/s ratio.
@@ -69,3 +73,18 @@ def against_baseline(results: Mapping[str, TargetResult]) -> list[str]:
             f"{P50_NOISE_MS}), {ratio:.2f}x its req/s at c=32 (noise {RPS_NOISE}): {verdict}"
         )
     return lines
+
+
+@contextmanager
+def worktree(commit: str) -> Iterator[str]:
+    """A checkout of ``commit`` of this repository (``git worktree add --detach`` in a temporary
+    directory), removed afterwards; this checkout's branch, index and files are left alone."""
+    repository = str(Path(__file__).resolve().parents[2])
+    with tempfile.TemporaryDirectory(prefix="gk-baseline-") as scratch:
+        path = str(Path(scratch) / commit)
+        git = ["git", "-C", repository, "worktree"]
+        subprocess.run([*git, "add", "--detach", "--quiet", path, commit], check=True)
+        try:
+            yield path
+        finally:
+            subprocess.run([*git, "remove", "--force", path], check=False)

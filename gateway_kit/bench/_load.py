@@ -122,6 +122,8 @@ class LoadResult:
     errors: int
     seconds: float
     latencies: tuple[float, ...]
+    #: The status of each request answered with another status than 200, in arrival order.
+    error_statuses: tuple[int, ...] = ()
 
     @property
     def rps(self) -> float:
@@ -228,7 +230,9 @@ def run_load(
         started = time.perf_counter()
         await asyncio.gather(*workers)
         seconds = time.perf_counter() - started
-        return LoadResult(concurrency, len(latencies), len(errors), seconds, tuple(latencies))
+        return LoadResult(
+            concurrency, len(latencies), len(errors), seconds, tuple(latencies), tuple(errors)
+        )
 
     try:
         import uvloop

@@ -2,7 +2,8 @@
 
 It answers every POST 200 at once and notes when each ``X-Service-Event-Id`` arrived, on
 ``time.monotonic`` (one clock for every process on Linux, so the benchmark compares it with
-its own publish times).
+its own publish times). ``serve_asgi`` runs any benchmark server (this one included) the same
+way: one uvicorn worker on loopback, uvloop, httptools, no access log.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl
 
 import anyio
 
-__all__ = ["Key", "Receiver", "serve_receiver"]
+__all__ = ["Key", "Receiver", "serve_asgi", "serve_receiver"]
 
 #: (webhook path, event id): one delivery.
 Key = tuple[str, str]
@@ -72,16 +73,22 @@ class Receiver:
 
 
 def serve_receiver(port: int) -> int:
+    return serve_asgi(Receiver(), port)
+
+
+def serve_asgi(app: Any, port: int, *, lifespan: Literal["auto", "on", "off"] = "off") -> int:
+    """Run ``app`` on loopback as every benchmark server runs: one uvicorn worker, uvloop,
+    httptools, no access log."""
     import uvicorn
 
     uvicorn.run(
-        Receiver(),
+        app,
         host="127.0.0.1",
         port=port,
         log_level="error",
         access_log=False,
         loop="uvloop",
         http="httptools",
-        lifespan="off",
+        lifespan=lifespan,
     )
     return 0
