@@ -75,17 +75,20 @@ class Cooldowns:
     def _key(kind: str, deployment: str) -> str:
         return f"{_PARTITION}:{kind}:{deployment}"
 
+    def stale(self, deployments: Sequence[str]) -> list[str]:
+        """Those of ``deployments`` this instance's view of is older than ``refresh_s``
+        (checked without awaiting anything: the healthy path's usual answer is none)."""
+        now, seen, refresh_s = self._clock(), self._seen, self._config.refresh_s
+        return [
+            d for d in deployments if (s := seen.get(d)) is None or now - s.fetched_at >= refresh_s
+        ]
+
     async def refresh(self, deployments: Sequence[str]) -> None:
         """Bring this instance's view of ``deployments`` up to date if it is stale."""
-        now = self._clock()
-        stale = [
-            d
-            for d in deployments
-            if (seen := self._seen.get(d)) is None
-            or now - seen.fetched_at >= self._config.refresh_s
-        ]
+        stale = self.stale(deployments)
         if not stale:
             return
+        now = self._clock()
         reads = [self._key(kind, d) for d in stale for kind in ("open", "trip")]
         try:
             result = await self._storage.incr_many((), reads=reads)

@@ -133,8 +133,10 @@ class ModelTable:
     def __iter__(self) -> Iterator[ModelRoute]:
         return iter(self._routes.values())
 
-    def plan(self, route: ModelRoute) -> list[Deployment]:
+    def plan(self, route: ModelRoute) -> Sequence[Deployment]:
         """Where one request for ``route`` may go, in the order to try."""
+        if len(route.deployments) == 1 and not route.chain:
+            return route.deployments  # nothing to draw or chain: the usual single deployment
         order = route.ordered(self._rng)
         for fallback in route.chain:
             order += fallback.ordered(self._rng)

@@ -70,6 +70,8 @@ class Routed:
     @property
     def fallbacks(self) -> int:
         """How many other deployments were tried or skipped before the one that served."""
+        if not self.attempts:
+            return 0
         return len({id(a.deployment) for a in self.attempts if a.deployment is not self.deployment})
 
     def headers(self) -> list[tuple[bytes, bytes]]:
@@ -177,7 +179,9 @@ class Router:
     ) -> Routed:
         plan = self.table.plan(route)
         cooldowns = self.cooldowns
-        await cooldowns.refresh([d.key for d in plan])
+        keys = [d.key for d in plan]
+        if cooldowns.stale(keys):  # at most once per refresh_s: the usual path awaits nothing
+            await cooldowns.refresh(keys)
         attempts: list[Attempt] = []
         retries = 0
         last: Routed | None = None  # the last failure that came with a response
