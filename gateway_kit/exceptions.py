@@ -4,6 +4,7 @@ The tree::
 
     GatewayError
     ├── ConfigError            an invalid configuration file or environment override
+    │   └── MissingExtraError  a configured feature whose optional extra is not installed
     ├── InvalidRequestError    a management request that cannot be honoured (bad e-mail, plan...)
     ├── NotFoundError          no such workspace, key or webhook (in that workspace)
     ├── StorageError           a storage backend failed (never carries URLs or passwords)
@@ -25,6 +26,7 @@ __all__ = [
     "GatewayError",
     "InvalidKeyError",
     "InvalidRequestError",
+    "MissingExtraError",
     "NotFoundError",
     "ProviderError",
     "SignatureError",
@@ -40,7 +42,24 @@ class GatewayError(Exception):
 
 
 class ConfigError(GatewayError):
-    """The configuration is invalid; the message names the file and the field."""
+    """The configuration is invalid; the message, one line, names the file and the field."""
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """The configuration asks for something an optional extra provides, and it is not
+    installed; the message names the field and the ``pip install`` to run.
+
+    ``where`` is the field (``storage.url``), after the file or variable when known;
+    ``feature`` what it asks for (``redis://``); ``extra`` the extra (``redis``); ``module``
+    the module that is missing (also ``ImportError.name``).
+    """
+
+    def __init__(self, where: str, feature: str, *, extra: str, module: str) -> None:
+        super().__init__(
+            f"{where}: {feature} needs the {extra} extra: pip install 'gateway-kit[{extra}]'",
+            name=module,
+        )
+        self.extra = extra
 
 
 class InvalidRequestError(GatewayError, ValueError):

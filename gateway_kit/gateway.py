@@ -23,7 +23,7 @@ from gateway_kit.accounts.workspaces import Workspaces
 from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.cost.costs import Costs
 from gateway_kit.events.bus import EventBus
-from gateway_kit.exceptions import ConfigError, GatewayError
+from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError
 from gateway_kit.providers.base import EmbeddingsProvider, Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
@@ -41,8 +41,8 @@ def create_http_client(*, transport: str = "auto", max_connections: int = 512) -
     """An ``httpx.AsyncClient`` tuned for proxying: a pool that keeps every connection alive.
 
     ``transport="aiohttp"`` keeps the httpx API over aiohttp's faster connection handling
-    (needs the ``aiohttp`` extra, part of ``server``); ``"auto"`` takes it when it is installed
-    and httpx's own pool otherwise.
+    (needs the ``aiohttp`` extra, part of ``server``: ``MissingExtraError`` without it);
+    ``"auto"`` takes it when it is installed and httpx's own pool otherwise.
     """
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
@@ -50,11 +50,12 @@ def create_http_client(*, transport: str = "auto", max_connections: int = 512) -
     if transport in ("aiohttp", "auto"):
         try:
             from httpx_aiohttp import AiohttpTransport
-        except ImportError:  # pragma: no cover - depends on the installed extras
+        except ImportError as exc:
             if transport == "auto":
                 return httpx.AsyncClient(limits=limits)
-            raise ConfigError(
-                "transport = 'aiohttp' needs the aiohttp extra: pip install 'gateway-kit[aiohttp]'"
+            module = (exc.name or "httpx_aiohttp").partition(".")[0]
+            raise MissingExtraError(
+                "transport", "'aiohttp'", extra="aiohttp", module=module
             ) from None
         return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), limits=limits)
     return httpx.AsyncClient(limits=limits)
