@@ -27,6 +27,7 @@ import anyio
 import httpcore
 import httpx
 
+from gateway_kit.config.webhooks import parse_allow_entry
 from gateway_kit.exceptions import UnsafeURLError
 
 __all__ = [
@@ -184,7 +185,8 @@ class SSRFGuard:
     """Decides which webhook URLs and addresses may be reached.
 
     ``allow`` is the operator's allow-list: CIDRs (``127.0.0.0/8``, ``::1/128``) whose
-    addresses pass, and exact host names whose addresses all pass. ``allow_http`` admits
+    addresses pass, and exact host names whose addresses all pass (as ``webhooks.allow``
+    checks them; a bad entry raises ``ValueError``). ``allow_http`` admits
     ``http://`` URLs (addresses are still checked). ``resolver`` replaces DNS (tests).
     """
 
@@ -201,16 +203,17 @@ class SSRFGuard:
         self._resolver = resolver or _system_resolver
         networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
         names: set[str] = set()
-        for entry in allow:
+        for index, entry in enumerate(allow):
+            # The configuration has checked these already (webhooks.allow); entries given
+            # in code are checked here, by the same rules.
             try:
-                networks.append(ipaddress.ip_network(entry.strip(), strict=False))
-            except ValueError:
-                name = _normal_host(entry)
-                if not name or not re.fullmatch(r"[a-z0-9._-]+", name):
-                    raise ValueError(
-                        f"allow: {entry!r} is neither a CIDR nor a host name"
-                    ) from None
-                names.add(name)
+                parsed = parse_allow_entry(entry)
+            except ValueError as exc:
+                raise ValueError(f"allow[{index}]: {exc}") from None
+            if isinstance(parsed, str):
+                names.add(parsed)
+            else:
+                networks.append(parsed)
         self._allowed_networks = tuple(networks)
         self._allowed_names = frozenset(names)
 
