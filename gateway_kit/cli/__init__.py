@@ -30,12 +30,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.handler(args)
     except ConfigError as exc:
-        print(f"gateway-kit: {exc}", file=sys.stderr)
+        print(f"gateway-kit: {_one_line(exc)}", file=sys.stderr)
         return 2
     except GatewayError as exc:
-        print(f"gateway-kit: {exc}", file=sys.stderr)
+        print(f"gateway-kit: {_one_line(exc)}", file=sys.stderr)
         return 1
     return result
+
+
+def _one_line(exc: Exception) -> str:
+    # Scripts and log collectors read one line per error; a message should be one already.
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

@@ -2,15 +2,17 @@
 ``GATEWAY_KIT_*`` environment overrides.
 
 ``GatewayConfig()`` with no arguments is the offline demo: the built-in mock provider serving
-``mock-large`` and ``mock-mini``. ``load_config(path)`` reads a file and the environment.
+``mock-large`` and ``mock-mini``. ``load_config(path)`` reads a file and the environment;
+``ENV_VARIABLES`` lists the ``GATEWAY_KIT_*`` variables that are not overrides.
 """
 
 from __future__ import annotations
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig
 from gateway_kit.config.base import Mode, OnError
+from gateway_kit.config.environment import ENV_PREFIX, ENV_VARIABLES
 from gateway_kit.config.gateway import GatewayConfig
-from gateway_kit.config.loader import ENV_PREFIX, load_config
+from gateway_kit.config.loader import load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
@@ -25,6 +27,7 @@ from gateway_kit.config.webhooks import WebhooksConfig
 
 __all__ = [
     "ENV_PREFIX",
+    "ENV_VARIABLES",
     "AdminConfig",
     "AuthConfig",
     "AutoModelConfig",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway_kit.config.base import _Config
+from gateway_kit.storage._factory import check_storage_url
 
 __all__ = ["AdminConfig", "ServerConfig", "StorageConfig"]
 
@@ -25,6 +26,12 @@ class StorageConfig(_Config):
     url: str = "sqlite:///gateway-kit.db"
     #: Redis only: the namespace of every key, so that several gateways can share one server.
     redis_prefix: str = Field(default="gk:", min_length=1, max_length=64)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str) -> str:
+        check_storage_url(url)  # the form only: a Redis URL's extra is checked at load
+        return url
 
 
 class AdminConfig(_Config):

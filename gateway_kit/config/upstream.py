@@ -38,7 +38,7 @@ class FaultsConfig(_Config):
     @model_validator(mode="after")
     def _check_status(self) -> FaultsConfig:
         if self.status not in (0, 408, 429) and not 500 <= self.status <= 599:
-            raise ValueError(f"status must be 0, 408, 429 or 5xx, got {self.status}")
+            raise ValueError(f"status: must be 0, 408, 429 or 5xx, got {self.status}")
         return self
 
 
@@ -98,7 +98,7 @@ class ProviderConfig(_Config):
     def _check_base_url(self) -> ProviderConfig:
         parts = urlsplit(self.base_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
-            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+            raise ValueError(f"base_url: must be an http(s) URL, got {self.base_url!r}")
         for name in self.drop_params:
             if name in ("model", "messages", "input", "stream"):
                 raise ValueError(f"drop_params: {name!r} is what the request is, not a parameter")
