@@ -44,6 +44,7 @@ from gateway_kit.storage.checks import (
     check_count,
     check_key,
     check_name,
+    check_partition,
     check_queue,
     check_seconds,
     check_time,
@@ -329,6 +330,17 @@ class DictStorage(Storage):
     async def discard(self, queue: str, item_id: str) -> bool:
         items = self._queue(queue).items
         return items.pop(check_name(item_id, "item id"), None) is not None
+
+    async def drop_partition(self, partition: str) -> int:
+        check_partition(partition)
+        prefix = f"{partition}:"
+        dropped = 0
+        for space in (self._values, self._maps, self._logs):
+            doomed = [key for key in space if key.startswith(prefix)]
+            for key in doomed:
+                del space[key]
+            dropped += len(doomed)
+        return dropped
 
     async def aclose(self) -> None:
         """Nothing to release."""

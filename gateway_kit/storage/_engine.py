@@ -89,6 +89,7 @@ class Tx(Protocol):
     def due_items(self, queue: str, now: float, limit: int) -> list[Item]: ...
     def dead_items(self, queue: str, limit: int) -> list[Item]: ...
     def next_token(self, queue: str) -> int: ...
+    def drop_prefix(self, prefix: str) -> int: ...
 
 
 # Counters are stored as canonical ASCII decimal, as Redis stores them (no sign, no zeros).
@@ -317,6 +318,10 @@ def requeue(tx: Tx, queue: str, item_id: str, due_at: float, payload: bytes | No
     new_payload = item.payload if payload is None else payload
     tx.put_item(queue, Item(item_id, new_payload, State.QUEUED, due_at, due_at))
     return True
+
+
+def drop_partition(tx: Tx, partition: str) -> int:
+    return tx.drop_prefix(f"{partition}:")
 
 
 def discard(tx: Tx, queue: str, item_id: str) -> bool:

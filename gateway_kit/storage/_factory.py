@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 from gateway_kit.exceptions import MissingExtraError
 from gateway_kit.storage.base import Storage
 
-__all__ = ["REDIS_SCHEMES", "check_storage_url", "storage_from_url"]
+__all__ = ["REDIS_SCHEMES", "check_storage_url", "sqlite_path", "storage_from_url"]
 
 #: The URL schemes of ``RedisStorage`` (the ``redis`` extra).
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
@@ -37,6 +37,14 @@ def check_storage_url(url: str) -> str:
     return scheme
 
 
+def sqlite_path(url: str) -> str | None:
+    """The file a ``sqlite:///`` URL names (relative to the working directory unless it has a
+    fourth slash), ``None`` for other schemes."""
+    if check_storage_url(url) != "sqlite":
+        return None
+    return unquote(url.partition("://")[2])[1:]
+
+
 def storage_from_url(url: str, *, redis_prefix: str | None = None, **options: Any) -> Storage:
     """Build the backend a URL names; ``options`` go to its constructor.
 
@@ -57,7 +65,9 @@ def storage_from_url(url: str, *, redis_prefix: str | None = None, **options: An
     if scheme == "sqlite":
         from gateway_kit.storage.sqlite import SQLiteStorage
 
-        return SQLiteStorage(unquote(url.partition("://")[2])[1:], **options)
+        path = sqlite_path(url)
+        assert path is not None
+        return SQLiteStorage(path, **options)
     try:
         # The client's package itself, not just our module: that may be imported already.
         importlib.import_module("redis")

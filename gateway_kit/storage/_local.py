@@ -23,6 +23,7 @@ from gateway_kit.storage.checks import (
     check_count,
     check_key,
     check_name,
+    check_partition,
     check_queue,
     check_seconds,
     check_time,
@@ -182,6 +183,10 @@ class LocalStorage(Storage, ABC):
         if payload is not None:
             check_value(payload)
         return await self._run(lambda tx, now: engine.requeue(tx, queue, item_id, due, payload))
+
+    async def drop_partition(self, partition: str) -> int:
+        check_partition(partition)
+        return await self._run(lambda tx, now: engine.drop_partition(tx, partition))
 
     async def discard(self, queue: str, item_id: str) -> bool:
         check_queue(queue)

@@ -340,6 +340,14 @@ class Storage(Protocol):
         """Remove an item in any state; ``False`` when absent."""
         ...
 
+    # A partition as a whole.
+    async def drop_partition(self, partition: str) -> int:
+        """Delete every key of ``partition`` (values, counters, maps, logs: a deleted
+        workspace's whole state); how many keys were deleted. Queues are not partitioned and
+        keep their items. Not atomic with other operations: a key written into the partition
+        while it is being dropped may remain."""
+        ...
+
     # Lifecycle.
     async def aclose(self) -> None:
         """Release connections and threads. Idempotent."""

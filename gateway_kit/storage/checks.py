@@ -23,6 +23,7 @@ __all__ = [
     "check_count",
     "check_key",
     "check_name",
+    "check_partition",
     "check_queue",
     "check_seconds",
     "check_time",
@@ -70,6 +71,15 @@ def check_key(key: object) -> str:
         )
     _no_braces(partition, "key partition")
     return partition
+
+
+def check_partition(partition: object) -> str:
+    """A partition's name, as the part of a key before its first ``:``."""
+    name = check_name(partition, "partition")
+    if ":" in name:
+        raise InvalidKeyError(f"partition {name[:80]!r} cannot hold ':'")
+    _no_braces(name, "partition")
+    return name
 
 
 def partition_of(key: str) -> str:

@@ -150,6 +150,13 @@ class _MemoryTx:
             self._tokens.setdefault(queue, {})[item.token] = item.item_id
         items[item.item_id] = replace(item)
 
+    def drop_prefix(self, prefix: str) -> int:
+        # Maps and logs have a header entry too: the entries are every key there is.
+        doomed = [key for key in self._entries if key.startswith(prefix)]
+        for key in doomed:
+            self.remove(key)
+        return len(doomed)
+
     def drop_item(self, queue: str, item_id: str) -> None:
         old = self._queues.get(queue, {}).pop(item_id, None)
         if old is not None:

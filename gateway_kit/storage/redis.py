@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
@@ -33,6 +34,7 @@ from gateway_kit.storage.checks import (
     check_count,
     check_key,
     check_name,
+    check_partition,
     check_queue,
     check_seconds,
     check_time,
@@ -325,6 +327,22 @@ class RedisStorage(Storage):
     async def discard(self, queue: str, item_id: str) -> bool:
         keys = self._queue(queue)
         return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
+
+    async def drop_partition(self, partition: str) -> int:
+        check_partition(partition)
+        # SCAN for the partition's keys (one Cluster slot: the hash tag), deleted in batches.
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._prefix}{{{partition}}}:") + "*"
+        dropped = 0
+        with _errors("drop_partition"):
+            batch: list[bytes] = []
+            async for key in self._client.scan_iter(match=pattern, count=500):
+                batch.append(key)
+                if len(batch) == 500:
+                    dropped += await self._client.unlink(*batch)
+                    batch = []
+            if batch:
+                dropped += await self._client.unlink(*batch)
+        return dropped
 
     async def aclose(self) -> None:
         await self._scripts.aclose()

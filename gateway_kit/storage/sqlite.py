@@ -279,6 +279,18 @@ class _SQLiteTx:
             ),
         )
 
+    def drop_prefix(self, prefix: str) -> int:
+        # A range on the primary keys: [prefix, prefix with its last character's successor).
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        dropped = 0
+        for table in ("kv", "map_field", "log_entry"):
+            cursor = self._c.execute(
+                f"DELETE FROM {table} WHERE key >= ? AND key < ?", (prefix, end)
+            )
+            if table == "kv":
+                dropped = cursor.rowcount
+        return dropped
+
     def drop_item(self, queue: str, item_id: str) -> None:
         self._c.execute("DELETE FROM queue_item WHERE queue = ? AND item_id = ?", (queue, item_id))
 

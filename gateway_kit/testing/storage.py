@@ -859,6 +859,32 @@ class StorageConformance:
         assert not await storage.ack("q", item.token)
         assert await storage.claim("q", limit=1, lease=30) == []
 
+    async def test_dropping_a_partition_deletes_its_keys_only(self, storage: Storage) -> None:
+        for partition in ("ws_gone", "ws_kept", "ws_gone2"):
+            await storage.set(f"{partition}:value", b"v")
+            await storage.incr(f"{partition}:counter", 5, ttl=3600)
+            await storage.map_set(f"{partition}:map", "field", b"f")
+            await storage.log_append(f"{partition}:log", b"entry", max_len=10)
+        await storage.set("ws_gone_not:value", b"a partition whose name extends it")
+        await storage.enqueue("q", "ws_gone:item", b"queues are not partitioned", due_at=0)
+        assert await storage.drop_partition("ws_gone") == 4
+        assert await storage.get("ws_gone:value") is None
+        assert await storage.get("ws_gone:counter") is None
+        assert await storage.map_items("ws_gone:map") == {}
+        assert await storage.log_range("ws_gone:log", limit=10) == []
+        for partition in ("ws_kept", "ws_gone2"):
+            assert await storage.get(f"{partition}:value") == b"v"
+            assert await storage.get(f"{partition}:counter") == b"5"
+            assert await storage.map_items(f"{partition}:map") == {"field": b"f"}
+            assert await storage.log_range(f"{partition}:log", limit=10) == [b"entry"]
+        assert await storage.get("ws_gone_not:value") is not None
+        assert [c.item_id for c in await storage.claim("q", limit=5, lease=30)] == ["ws_gone:item"]
+        assert await storage.drop_partition("ws_gone") == 0
+        # The partition lives on: it is written to as to any other.
+        assert (await storage.incr("ws_gone:counter", 1)).value == 1
+        with pytest.raises(ValueError, match="cannot hold ':'"):
+            await storage.drop_partition("no:colons")
+
     async def test_concurrent_claims_are_disjoint(self, storage: Storage) -> None:
         for i in range(40):
             await storage.enqueue("q", f"i{i:02}", b"p", due_at=0)
