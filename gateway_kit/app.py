@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` (the layer stacks),
 ``GET /v1/models`` and ``GET /v1/models/{model}``, ``GET /v1/me``, the management API under
-``/api/v1`` (all behind ``AuthMiddleware``) and ``GET /healthz``.
+``/api/v1`` (all behind ``AuthMiddleware``, each route requiring its key scope), the operator
+API under ``/api/v1/admin`` (the operator's token) and ``GET /healthz``.
 Every other path, and every error Starlette raises, answers in the OpenAI error shape.
 """
 
@@ -20,8 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from gateway_kit._asgi import error_body
-from gateway_kit.api import management_routes, me_endpoint
-from gateway_kit.api.admin import admin_routes
+from gateway_kit.api import admin_mount, management_routes, me_endpoint
 from gateway_kit.api.payments import stripe_endpoint
 from gateway_kit.config import GatewayConfig
 from gateway_kit.gateway import Gateway
@@ -90,9 +90,9 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             Route("/v1/models", models, methods=["GET"], middleware=auth),
             Route("/v1/models/{model:path}", model, methods=["GET"], middleware=auth),
             Route("/v1/me", me_endpoint(gw), methods=["GET"], middleware=auth),
-            # The operator API has its own token, so it comes before the keyed mount.
-            Mount("/api/v1/admin", routes=admin_routes(gw)),
-            Mount("/api/v1", routes=management_routes(gw), middleware=auth),
+            # The operator API has its own token, so it comes before the keyed routes.
+            admin_mount(gw),
+            Mount("/api/v1", routes=management_routes(gw)),
             Route("/v1/payments/stripe", stripe_endpoint(gw), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ],

@@ -17,6 +17,7 @@ import httpx
 
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.accounts.keys import Keys
+from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.accounts.spend import Ledger
 from gateway_kit.accounts.wallet import Wallet
 from gateway_kit.accounts.workspaces import Workspaces
@@ -142,7 +143,12 @@ class Gateway:
             cache_ttl = self.config.auth.cache_ttl_s
             changes = ChangeFeed(storage, cache_ttl=cache_ttl, clock=cache_clock)
             self._workspaces = Workspaces(storage, self.config, changes=changes)
-            self._keys = Keys(storage, self.events, changes=changes)
+            self._keys = Keys(
+                storage,
+                self.events,
+                changes=changes,
+                unscoped=ROLES[self.config.auth.unscoped_keys],
+            )
             self._ledger = Ledger(storage, changes=changes)
             self._wallet = Wallet(storage, self.events, changes=changes)
             if cache_ttl > 0:

@@ -19,6 +19,7 @@ from gateway_kit import (
     ProviderConfig,
     StorageError,
 )
+from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.config import AuthConfig, StorageConfig
 
 #: In-memory state and no API keys: for tests of the proxy itself.
@@ -191,7 +192,8 @@ async def provisioned(
     ssrf_guard: Any = None,
     **config: Any,
 ) -> AsyncIterator[Env]:
-    """A gateway with Auth and Limits on, its workspace on ``plan``, and one key.
+    """A gateway with Auth and Limits on, its workspace on ``plan``, and one key (an admin
+    key: the workspace owner's).
 
     The clock is fake (2026-11-18, mid-month), for storage, the gateway and its webhook
     worker alike (``env.clock.advance`` lets a backoff pass), unless ``real_clock``.
@@ -223,7 +225,7 @@ async def provisioned(
         )
         async with gateway:
             workspace = await gateway.workspaces.create("team@example.com", plan=plan)
-            made = await gateway.keys.create(workspace.id)
+            made = await gateway.keys.create(workspace.id, scopes=ROLES["admin"])
             yield Env(
                 gateway,
                 ASGIRecorder(create_app(gateway=gateway)),

@@ -2,10 +2,10 @@
 
 The order, lowest first (DESIGN.md section 3b): the foundations (errors, the SSE format, the
 private ASGI plumbing), storage, configuration, events, accounts, cost, providers, webhooks and
-payments, the ``Gateway`` that owns them, the request pipeline, the chat route, the policy
-layers, the stack that orders them, the management API, the app that mounts it all, and the
-tools on top (CLI, benchmarks,
-testing helpers). A module may import its own level and any level below, never above.
+payments, the ``Gateway`` that owns them, the operator's actions on it (``admin``), the request
+pipeline, the chat route, the policy layers, the stack that orders them, the management API,
+the app that mounts it all, and the tools on top (CLI, benchmarks, testing helpers). A module
+may import its own level and any level below, never above.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ LEVELS: list[set[str]] = [
     {"providers"},
     {"webhooks", "payments", "routing"},
     {"gateway"},
+    {"admin"},
     {"pipeline"},
     {"chat"},
     {"layers"},

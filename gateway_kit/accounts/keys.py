@@ -11,6 +11,10 @@ A verified key is cached in-process (by digest) and stays cached: revoking or ro
 publishes the digests that stop working to the change feed (``accounts.changes``), and every
 process drops them from its cache when it polls, within ``auth.cache_ttl_s``. A secret in its
 grace period is never cached: its lapse is the store's to enforce, to the second.
+
+Each key has scopes (``accounts.scopes``), kept in its record and in its index entry, so the
+principal that authenticating returns knows what the key may do. A key made before scopes
+existed has none recorded: it gets ``unscoped`` (the ``auth.unscoped_keys`` setting).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Literal
 
 from gateway_kit.accounts.changes import ChangeFeed, FeedCache
 from gateway_kit.accounts.periods import iso_utc
+from gateway_kit.accounts.scopes import ROLES, KeyScope, ordered, role_of
 from gateway_kit.events.bus import EventBus
 from gateway_kit.events.models import Event, KeyRotatedData
 from gateway_kit.exceptions import NotFoundError
@@ -40,10 +45,15 @@ _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 @dataclass(slots=True)
 class Principal:
-    """Who is calling: a workspace and one of its keys (set by the Auth layer)."""
+    """Who is calling: a workspace and one of its keys (set by the Auth layer), and what the
+    key may do."""
 
     workspace_id: str
     key_id: str
+    scopes: frozenset[KeyScope]
+
+    def allows(self, scope: KeyScope) -> bool:
+        return scope in self.scopes
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +69,16 @@ class ApiKey:
     revoked_at: float | None = None
     #: SHA-256 hex digests of the secrets that authenticate as this key (two during a grace).
     hashes: tuple[str, ...] = field(default=(), repr=False)
+    #: What the key may do (``KeyScope`` values, in ``KeyScope``'s order).
+    scopes: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def scope_set(self) -> frozenset[KeyScope]:
+        return frozenset(KeyScope(s) for s in self.scopes)
 
     def public(self) -> dict[str, object]:
         """The fields the API and CLI show (times in ISO 8601 UTC)."""
@@ -71,6 +87,8 @@ class ApiKey:
             "workspace_id": self.workspace_id,
             "name": self.name,
             "prefix": self.prefix,
+            "role": role_of(self.scope_set),
+            "scopes": list(self.scopes),
             "status": "active" if self.active else "revoked",
             "created_at": _iso(self.created_at),
             "rotated_at": _iso(self.rotated_at),
@@ -116,10 +134,17 @@ class Keys:
     """
 
     def __init__(
-        self, storage: Storage, events: EventBus, *, changes: ChangeFeed | None = None
+        self,
+        storage: Storage,
+        events: EventBus,
+        *,
+        changes: ChangeFeed | None = None,
+        unscoped: frozenset[KeyScope] = ROLES["inference"],
     ) -> None:
         self._storage = storage
         self._events = events
+        #: What a key made before scopes existed may do (``auth.unscoped_keys``).
+        self.unscoped = unscoped
         self.changes = changes if changes is not None else ChangeFeed(storage, cache_ttl=0)
         self._cache: FeedCache[_Entry] = FeedCache(self.changes, "key")
 
@@ -141,7 +166,12 @@ class Keys:
         # the decision independent of how the store matched the key.
         if not hmac.compare_digest(record["hash"], digest):
             return None
-        principal = Principal(record["workspace_id"], record["key_id"])
+        scopes = record.get("scopes")
+        principal = Principal(
+            record["workspace_id"],
+            record["key_id"],
+            self.unscoped if scopes is None else frozenset(KeyScope(s) for s in scopes),
+        )
         # A secret in its grace period is not cached: its entry's expiry is the store's to
         # enforce, to the second.
         if not record.get("retiring"):
@@ -150,7 +180,14 @@ class Keys:
 
     # -- management -------------------------------------------------------------------------
 
-    async def create(self, workspace_id: str, *, name: str = "default") -> NewKey:
+    async def create(
+        self,
+        workspace_id: str,
+        *,
+        name: str = "default",
+        scopes: frozenset[KeyScope] = ROLES["inference"],
+    ) -> NewKey:
+        """A new key of ``workspace_id`` with ``scopes`` (by default inference only)."""
         secret = _new_secret()
         digest = hash_key(secret)
         key = ApiKey(
@@ -160,6 +197,7 @@ class Keys:
             prefix=secret[:_PREFIX_LENGTH],
             created_at=await self._storage.now(),
             hashes=(digest,),
+            scopes=tuple(ordered(scopes)),
         )
         await self._save(key)
         await self._index(key, digest)
@@ -169,11 +207,13 @@ class Keys:
         if not KEY_ID.fullmatch(key_id):
             return None
         raw = await self._storage.map_get(f"{workspace_id}:keys", key_id)
-        return _load(raw) if raw is not None else None
+        return _load(raw, self.unscoped) if raw is not None else None
 
     async def list(self, workspace_id: str) -> list[ApiKey]:
         records = await self._storage.map_items(f"{workspace_id}:keys")
-        return sorted((_load(raw) for raw in records.values()), key=lambda k: k.created_at)
+        return sorted(
+            (_load(raw, self.unscoped) for raw in records.values()), key=lambda k: k.created_at
+        )
 
     async def rotate(self, workspace_id: str, key_id: str, *, grace: float = 0.0) -> NewKey:
         """A new secret for the same key id; the old one works ``grace`` more seconds."""
@@ -224,7 +264,12 @@ class Keys:
         )
 
     async def _index(self, key: ApiKey, digest: str) -> None:
-        entry = {"hash": digest, "key_id": key.key_id, "workspace_id": key.workspace_id}
+        entry = {
+            "hash": digest,
+            "key_id": key.key_id,
+            "workspace_id": key.workspace_id,
+            "scopes": list(key.scopes),
+        }
         await self._storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
 
     async def _retire(self, digest: str, grace: float) -> None:
@@ -245,7 +290,10 @@ class Keys:
         await self._events.publish(Event.create(data, workspace_id=key.workspace_id, now=moment))
 
 
-def _load(raw: bytes) -> ApiKey:
+def _load(raw: bytes, unscoped: frozenset[KeyScope]) -> ApiKey:
     data = json.loads(raw)
     data["hashes"] = tuple(data.get("hashes", ()))
+    # A key made before scopes existed gets ``unscoped``, and keeps it when it is next saved.
+    scopes = data.get("scopes")
+    data["scopes"] = tuple(ordered(unscoped if scopes is None else map(KeyScope, scopes)))
     return ApiKey(**data)

@@ -1,18 +1,20 @@
-"""The management API under ``/api/v1`` (behind ``AuthMiddleware``), and ``GET /v1/me``."""
+"""The management API under ``/api/v1`` (each route behind ``AuthMiddleware`` requiring its
+scope), ``GET /v1/me``, and the operator API under ``/api/v1/admin`` (``api.admin``)."""
 
 from __future__ import annotations
 
 from starlette.routing import Route
 
+from gateway_kit.api.admin import admin_mount
 from gateway_kit.api.budget import budget_routes
 from gateway_kit.api.keys import key_routes
-from gateway_kit.api.me import me_endpoint, workspace_status
+from gateway_kit.api.me import me_endpoint
 from gateway_kit.api.webhooks import webhook_routes
 from gateway_kit.gateway import Gateway
 
-__all__ = ["management_routes", "me_endpoint", "workspace_status"]
+__all__ = ["admin_mount", "management_routes", "me_endpoint"]
 
 
 def management_routes(gateway: Gateway) -> list[Route]:
-    """Routes relative to ``/api/v1``."""
+    """Routes relative to ``/api/v1``, each with its Auth layer and scope."""
     return [*key_routes(gateway), *webhook_routes(gateway), *budget_routes(gateway)]

@@ -18,7 +18,12 @@ from gateway_kit.pipeline.context import get_context
 #: Management bodies are small; anything bigger is a mistake or an attack.
 MAX_BODY_BYTES = 64 * 1024
 
-_ERROR_TYPES = {404: "not_found_error", 409: "conflict_error"}
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+}
 
 
 class ApiError(Exception):

@@ -1,21 +1,28 @@
 """API keys of a workspace: ``/api/v1/workspaces/{workspace_id}/keys``.
 
-- ``GET    .../keys``                  list (never secrets)
-- ``POST   .../keys``                  create ``{"name"}``: 201, the secret shown once as ``key``
-- ``GET    .../keys/{key_id}``         read
-- ``POST   .../keys/{key_id}/rotate``  ``{"grace_period_s"}``: a new secret, same key id
-- ``DELETE .../keys/{key_id}``         revoke
+- ``GET    .../keys``                  list (never secrets)                      ``keys:read``
+- ``POST   .../keys``                  create ``{"name", "role" | "scopes"}``:  ``keys:write``
+  201, the secret shown once as ``key``; by default an ``inference`` key
+- ``GET    .../keys/{key_id}``         read                                      ``keys:read``
+- ``POST   .../keys/{key_id}/rotate``  ``{"grace_period_s"}``: a new secret      ``keys:write``
+- ``DELETE .../keys/{key_id}``         revoke                                    ``keys:write``
 
-``AuthMiddleware`` in front has already checked that the path's workspace is the caller's.
+A key never hands out more than it holds: it may create, rotate and revoke only keys whose
+scopes are all its own (rotating an admin key would give its new secret away). The Auth layer
+in front of each route has already checked the key, its workspace and the route's scope.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway_kit.accounts.keys import ApiKey
+from gateway_kit.accounts.scopes import ROLES, KeyScope, ScopeError, parse_scopes, role_scopes
+from gateway_kit.api._auth import check_grant, requires
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -39,14 +46,16 @@ def key_routes(gateway: Gateway) -> list[Route]:
         return json_response({"object": "list", "data": [key.public() for key in keys]})
 
     async def create_key(request: Request) -> Response:
-        workspace_id = principal_of(request).workspace_id
+        caller = principal_of(request)
         try:
             body = await json_body(request, optional=True)
-            check_fields(body, ["name"])
+            check_fields(body, ["name", "role", "scopes"])
             name = string_field(body, "name", default="default")
+            scopes = requested_scopes(body)
+            check_grant(caller, scopes, "create a key with more scopes than its own")
         except ApiError as exc:
             return exc.response()
-        made = await gateway.keys.create(workspace_id, name=name)
+        made = await gateway.keys.create(caller.workspace_id, name=name, scopes=scopes)
         return json_response({**made.key.public(), "key": made.secret}, 201)
 
     async def read_key(request: Request) -> Response:
@@ -59,6 +68,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def rotate_key(request: Request) -> Response:
         try:
             key = await _find(request)
+            check_grant(principal_of(request), key.scope_set, "rotate a key with more scopes")
             body = await json_body(request, optional=True)
             check_fields(body, ["grace_period_s"])
             grace = number_field(body, "grace_period_s", default=0, low=0, high=MAX_GRACE_S)
@@ -72,6 +82,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def revoke_key(request: Request) -> Response:
         try:
             key = await _find(request)
+            check_grant(principal_of(request), key.scope_set, "revoke a key with more scopes")
             revoked = await gateway.keys.revoke(key.workspace_id, key.key_id)
         except ApiError as exc:
             return exc.response()
@@ -86,14 +97,47 @@ def key_routes(gateway: Gateway) -> list[Route]:
             raise _not_found()
         return key
 
+    read, write = requires(gateway, KeyScope.KEYS_READ), requires(gateway, KeyScope.KEYS_WRITE)
     base = "/workspaces/{workspace_id}/keys"
     return [
-        Route(base, list_keys, methods=["GET"]),
-        Route(base, create_key, methods=["POST"]),
-        Route(base + "/{key_id}", read_key, methods=["GET"]),
-        Route(base + "/{key_id}", revoke_key, methods=["DELETE"]),
-        Route(base + "/{key_id}/rotate", rotate_key, methods=["POST"]),
+        Route(base, list_keys, methods=["GET"], middleware=read),
+        Route(base, create_key, methods=["POST"], middleware=write),
+        Route(base + "/{key_id}", read_key, methods=["GET"], middleware=read),
+        Route(base + "/{key_id}", revoke_key, methods=["DELETE"], middleware=write),
+        Route(base + "/{key_id}/rotate", rotate_key, methods=["POST"], middleware=write),
     ]
+
+
+def requested_scopes(body: dict[str, Any]) -> frozenset[KeyScope]:
+    """The scopes a new key asks for: ``role`` (``admin`` or ``inference``) or ``scopes`` (a
+    list of scope names), not both; ``inference`` when neither is given."""
+    role, scopes = body.get("role"), body.get("scopes")
+    if role is not None and scopes is not None:
+        raise ApiError(
+            400, "Give 'role' or 'scopes', not both.", code="invalid_value", param="scopes"
+        )
+    try:
+        if scopes is not None:
+            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+                raise ApiError(
+                    400,
+                    "'scopes' must be a list of scope names.",
+                    code="invalid_type",
+                    param="scopes",
+                )
+            if not scopes:
+                raise ApiError(
+                    400, "'scopes' cannot be empty.", code="invalid_value", param="scopes"
+                )
+            return parse_scopes(scopes)
+        if role is not None:
+            if not isinstance(role, str):
+                raise ApiError(400, "'role' must be a string.", code="invalid_type", param="role")
+            return role_scopes(role)
+    except ScopeError as exc:
+        param = "scopes" if scopes is not None else "role"
+        raise ApiError(400, f"'{param}': {exc}.", code="invalid_value", param=param) from None
+    return ROLES["inference"]
 
 
 def _not_found() -> ApiError:

@@ -5,10 +5,12 @@
 - ``GET    .../webhooks/{id}``            read
 - ``PATCH  .../webhooks/{id}``            change ``name``, ``url``, ``secret``, ``events``, or
   ``{"status": "active"}``; a change of url, secret or events re-activates a stale webhook
-- ``DELETE .../webhooks/{id}``            delete
+- ``DELETE .../webhooks/{id}``            delete (its held deliveries with it)
 - ``POST   .../webhooks/{id}/test``       send a sample event now: status, latency, error class
 - ``GET    .../webhooks/{id}/deliveries`` the attempt log, newest first
 - ``POST   .../webhooks/{id}/replay``     ``{since}``: queue held and failed deliveries again
+
+Reading (list, read, the delivery log) needs ``webhooks:read``; the rest ``webhooks:write``.
 
 ``events`` omitted (or null) means every type, a list only those, an empty list paused.
 Every URL passes the SSRF guard; the secret is never shown back in full.
@@ -24,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway_kit.accounts.scopes import KeyScope
+from gateway_kit.api._auth import requires
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -36,7 +40,7 @@ from gateway_kit.events.models import EVENT_TYPES, normalize_event_filter, sampl
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError, UnsafeURLError
 from gateway_kit.gateway import Gateway
 from gateway_kit.webhooks import delivery
-from gateway_kit.webhooks.emitter import replay
+from gateway_kit.webhooks.emitter import drop_held, replay
 from gateway_kit.webhooks.store import Webhook, public_view
 
 MIN_SECRET = 24
@@ -135,6 +139,7 @@ def webhook_routes(gateway: Gateway) -> list[Route]:
             hook = await find(request)
         except ApiError as exc:
             return exc.response()
+        await drop_held(gateway.storage, gateway.webhooks, hook.workspace_id, hook.id)
         await gateway.webhooks.delete(hook.workspace_id, hook.id)
         return json_response({"id": hook.id, "object": "webhook", "deleted": True})
 
@@ -205,17 +210,19 @@ def webhook_routes(gateway: Gateway) -> list[Route]:
         )
         return json_response({"requeued": len(event_ids), "event_ids": event_ids})
 
+    reads = requires(gateway, KeyScope.WEBHOOKS_READ)
+    writes = requires(gateway, KeyScope.WEBHOOKS_WRITE)
     base = "/workspaces/{workspace_id}/webhooks"
     one = base + "/{webhook_id}"
     return [
-        Route(base, create, methods=["POST"]),
-        Route(base, list_all, methods=["GET"]),
-        Route(one, read, methods=["GET"]),
-        Route(one, update, methods=["PATCH"]),
-        Route(one, delete, methods=["DELETE"]),
-        Route(one + "/test", test, methods=["POST"]),
-        Route(one + "/deliveries", deliveries, methods=["GET"]),
-        Route(one + "/replay", replay_since, methods=["POST"]),
+        Route(base, create, methods=["POST"], middleware=writes),
+        Route(base, list_all, methods=["GET"], middleware=reads),
+        Route(one, read, methods=["GET"], middleware=reads),
+        Route(one, update, methods=["PATCH"], middleware=writes),
+        Route(one, delete, methods=["DELETE"], middleware=writes),
+        Route(one + "/test", test, methods=["POST"], middleware=writes),
+        Route(one + "/deliveries", deliveries, methods=["GET"], middleware=reads),
+        Route(one + "/replay", replay_since, methods=["POST"], middleware=writes),
     ]
 
 

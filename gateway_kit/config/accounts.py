@@ -44,6 +44,10 @@ class AuthConfig(_Config):
     #: are not trusted once the last good poll is this old (storage down: every request asks
     #: storage). 0 caches nothing and asks storage every time.
     cache_ttl_s: float = Field(default=5.0, ge=0)
+    #: What a key made before key scopes existed may do: ``inference`` (model calls and
+    #: ``/v1/me`` only; the safe default) or ``admin`` (everything, as before scopes: while a
+    #: deployment moves its automation to keys made with a role).
+    unscoped_keys: Literal["inference", "admin"] = "inference"
 
 
 class LimitsConfig(_Config):

@@ -3,8 +3,10 @@
 Missing, malformed, unknown, revoked and expired keys all get 401 with an OpenAI-shaped body
 that never repeats the key. A management path naming a workspace
 (``/api/v1/workspaces/{workspace_id}/...``) must name the key's own workspace: 403 otherwise,
-with the same answer whether or not the other workspace exists. Authenticating only reads
-storage; an unknown key writes nothing anywhere.
+with the same answer whether or not the other workspace exists. A suspended workspace's keys
+get 403 ``workspace_suspended``; a key without the route's scope (``accounts.scopes``) gets 403
+``missing_scope`` naming it. Authenticating only reads storage (and nothing once the key and
+its workspace are cached); an unknown key writes nothing anywhere.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.accounts.keys import Principal
+from gateway_kit.accounts.scopes import KeyScope, role_of
 from gateway_kit.config import Mode, OnError
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
@@ -54,6 +57,22 @@ _MISSING = _refused(
 _MALFORMED = _refused(401, "invalid_api_key", "The Authorization header must be 'Bearer <key>'.")
 _INVALID = _refused(401, "invalid_api_key", "The API key is invalid, revoked or expired.")
 _FORBIDDEN = _refused(403, "workspace_forbidden", "This API key cannot access that workspace.")
+_SUSPENDED = _refused(
+    403,
+    "workspace_suspended",
+    "This workspace is suspended: its keys are refused until the operator resumes it.",
+)
+
+
+def missing_scope(scope: KeyScope, principal: Principal) -> AuthVerdict:
+    """403 naming the scope the key lacks, and its role."""
+    return _refused(
+        403,
+        "missing_scope",
+        f"This API key lacks the '{scope.value}' scope (its role: "
+        f"{role_of(principal.scopes)}). Use an admin key of the workspace, or one made with "
+        "this scope.",
+    )
 
 
 class AuthPolicy:
@@ -62,7 +81,10 @@ class AuthPolicy:
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
-    async def check(self, authorization: bytes | None, path: str) -> AuthVerdict:
+    async def check(
+        self, authorization: bytes | None, path: str, scope: KeyScope | None = None
+    ) -> AuthVerdict:
+        """Who the request is, and whether that key may do ``scope`` (``None``: any key)."""
         if authorization is None:
             return _MISSING
         scheme, _, credentials = authorization.partition(b" ")
@@ -79,11 +101,19 @@ class AuthPolicy:
         match = _WORKSPACE_PATH.search(path)
         if match is not None and match.group(1) != principal.workspace_id:
             return _FORBIDDEN
+        workspace = await self._gateway.workspaces.cached(principal.workspace_id)
+        if workspace is None:
+            return _INVALID  # deleted (its keys were revoked with it)
+        if workspace.suspended:
+            return _SUSPENDED
+        if scope is not None and not principal.allows(scope):
+            return missing_scope(scope, principal)
         return AuthVerdict(principal=principal)
 
 
 class AuthMiddleware(PolicyLayer):
-    """Authenticate every request but those under ``public_paths`` (exact paths)."""
+    """Authenticate every request but those under ``public_paths`` (exact paths), and require
+    ``scope`` of the key (``inference`` unless given; ``None``: any key of the workspace)."""
 
     concern = "auth"
 
@@ -94,9 +124,11 @@ class AuthMiddleware(PolicyLayer):
         gateway: Gateway,
         public_paths: Iterable[str] = ("/healthz",),
         mode: Mode | Literal["enforce", "off"] | None = None,
+        scope: KeyScope | None = KeyScope.INFERENCE,
     ) -> None:
         super().__init__(app)
         self._gateway = gateway
+        self._scope = scope
         self._policy = AuthPolicy(gateway)
         self._public = frozenset(public_paths)
         self.mode = Mode(mode or gateway.config.auth.mode)
@@ -114,7 +146,9 @@ class AuthMiddleware(PolicyLayer):
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
         try:
-            verdict = await self._policy.check(header(scope, b"authorization"), scope["path"])
+            verdict = await self._policy.check(
+                header(scope, b"authorization"), scope["path"], self._scope
+            )
         except StorageError as exc:
             # No way to tell who this is: closed, whatever the other layers' policies.
             refusal = unavailable(self.concern, OnError.CLOSED, exc)

@@ -135,3 +135,14 @@ async def replay(
 
 def _by_time(item: tuple[str, dict[str, str]]) -> str:
     return item[1]["timestamp"]
+
+
+async def drop_held(
+    storage: Storage, store: WebhookStore, workspace_id: str, webhook_id: str
+) -> int:
+    """Discard the webhook's held and failed deliveries (before it is deleted: nobody could
+    replay them any more); how many were discarded."""
+    dropped = 0
+    for item_id in await store.dead(workspace_id, webhook_id):
+        dropped += await storage.discard(QUEUE, item_id)
+    return dropped
