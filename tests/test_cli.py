@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -20,6 +23,7 @@ def test_serve_without_config_runs_the_offline_demo_and_prints_a_working_key(
     hello = {"model": "mock-large", "messages": [{"role": "user", "content": "Hello"}]}
     with serving(cwd=tmp_path) as (output, base_url):
         banner = "".join(output)
+        assert "admin API key (shown once: it is kept across restarts" in banner
         key = re.search(r"gk_[A-Za-z0-9_-]{43}", banner)
         assert key is not None
         url = f"{base_url}/v1/chat/completions"
@@ -30,16 +34,54 @@ def test_serve_without_config_runs_the_offline_demo_and_prints_a_working_key(
     assert "running offline on the built-in mock provider" in banner
     assert f"curl {base_url}/v1/chat/completions" in banner
     assert (tmp_path / "gateway-kit.db").exists()  # the embedded default
-    # A restart issues a new key and the old one stops working.
+    # A restart keeps the key (stored hashed, so not shown again) and says how to get another.
     with serving(cwd=tmp_path) as (output, base_url):
-        new_key = re.search(r"gk_[A-Za-z0-9_-]{43}", "".join(output))
-        assert new_key is not None
-        assert new_key[0] != key[0]
+        banner = "".join(output)
+        assert re.search(r"gk_[A-Za-z0-9_-]{43}", banner) is None
+        assert f"its admin key ({key[0][:12]}...) was printed at the first start" in banner
+        assert "gateway-kit keys create --workspace ws_demo --role admin" in banner
         url = f"{base_url}/v1/chat/completions"
-        old = httpx.post(url, json=hello, headers={"authorization": f"Bearer {key[0]}"})
-        assert old.status_code == 401
-        new = httpx.post(url, json=hello, headers={"authorization": f"Bearer {new_key[0]}"})
-        assert new.status_code == 200
+        again = httpx.post(url, json=hello, headers={"authorization": f"Bearer {key[0]}"})
+        assert again.status_code == 200
+        # The demo key is the demo workspace's admin key: it manages the workspace too.
+        keys = httpx.get(
+            f"{base_url}/api/v1/workspaces/ws_demo/keys",
+            headers={"authorization": f"Bearer {key[0]}"},
+        )
+        assert keys.status_code == 200
+        assert [k["role"] for k in keys.json()["data"]] == ["admin"]
+
+
+def test_a_second_serve_on_a_taken_port_fails_clearly_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    hello = {"model": "mock-large", "messages": [{"role": "user", "content": "Hi"}]}
+    with serving(cwd=tmp_path) as (output, base_url):
+        key = re.search(r"gk_[A-Za-z0-9_-]{43}", "".join(output))
+        assert key is not None
+        port = base_url.rsplit(":", 1)[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_KIT_")}
+        second = subprocess.run(
+            [sys.executable, "-m", "gateway_kit.cli", "serve", "--port", port],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1
+        assert second.stdout == ""
+        assert second.stderr.splitlines() == [
+            f"gateway-kit: cannot listen on 127.0.0.1:{port}: address already in use (another "
+            "gateway running there? --port or server.port chooses another)"
+        ]
+        # The first gateway's key still works: the second start wrote nothing.
+        answer = httpx.post(
+            f"{base_url}/v1/chat/completions",
+            json=hello,
+            headers={"authorization": f"Bearer {key[0]}"},
+        )
+        assert answer.status_code == 200
 
 
 def test_serve_with_a_config_file(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_workspaces_and_keys_from_the_command_line(
     workspace = created["workspace_id"]
     assert workspace.startswith("ws_")
     assert run_json(capsys, "workspaces", "list", *cfg) == [
-        {"workspace_id": workspace, "email": "ops@example.com", "plan": "scale"}
+        {"workspace_id": workspace, "email": "ops@example.com", "plan": "scale", "status": "active"}
     ]
     key = run_json(capsys, "keys", "create", "--workspace", workspace, "--name", "ci", *cfg)
     assert isinstance(key, dict)

@@ -92,7 +92,7 @@ def test_a_bad_amount_fails_with_a_clear_message_and_credits_nothing(
     cfg: list[str], workspace: str, capsys: pytest.CaptureFixture[str], amount: str
 ) -> None:
     code = main(["wallet", "topup", "--workspace", workspace, f"--amount={amount}", *cfg])
-    assert code == 1
+    assert code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("gateway-kit: --amount")
@@ -119,8 +119,9 @@ def test_an_amount_that_is_not_a_number_is_a_usage_error(
     ],
 )
 def test_an_unknown_workspace_is_refused(
-    cfg: list[str], capsys: pytest.CaptureFixture[str], args: list[str]
+    cfg: list[str], workspace: str, capsys: pytest.CaptureFixture[str], args: list[str]
 ) -> None:
+    # `workspace` made the database: the one asked for is another.
     assert main([*args, "--workspace", "ws_nosuch", *cfg]) == 1
     assert "no workspace ws_nosuch" in capsys.readouterr().err
 
@@ -140,7 +141,8 @@ def served(
     config_file: Path, cfg: list[str], workspace: str, capsys: pytest.CaptureFixture[str]
 ) -> Iterator[tuple[str, str, str]]:
     """A gateway serving the config's SQLite file, and a key of ``workspace`` made before."""
-    key = str(run_json(capsys, "keys", "create", "--workspace", workspace, *cfg)["key"])
+    made = run_json(capsys, "keys", "create", "--workspace", workspace, "--role", "admin", *cfg)
+    key = str(made["key"])
     with run_server(create_app(load_config(config_file))) as base_url:
         yield base_url, workspace, key
 
@@ -157,6 +159,19 @@ def test_status_shows_the_budget_and_that_no_wallet_is_billed(
         "Budget     no cap ($0.00 spent this period)",
         "Wallet     not billed from a wallet",
     ]
+
+
+@pytest.mark.slow
+def test_status_with_an_inference_key_says_why_it_shows_no_budget(
+    served: tuple[str, str, str], cfg: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_url, workspace, _ = served
+    made = run_json(capsys, "keys", "create", "--workspace", workspace, *cfg)
+    assert made["role"] == "inference"
+    assert main(["status", "--base-url", base_url, "--api-key", str(made["key"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Workspace  {workspace} (ops@example.com)"
+    assert lines[-1] == "Budget     not shown: this key lacks budget:read (an admin key shows it)"
 
 
 @pytest.mark.slow

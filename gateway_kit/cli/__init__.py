@@ -3,7 +3,8 @@
 - ``serve``: the gateway on uvicorn (offline demo without a configuration);
 - ``status``: a workspace's plan, quota, savings, budget and wallet, over the API;
 - ``worker``: deliver webhooks without serving HTTP;
-- ``workspaces``, ``keys``, ``wallet``: operator commands on the configured storage.
+- ``workspaces``, ``keys``, ``budget``, ``wallet``: operator commands on the configured storage
+  (``cli._store``).
 
 Human output by default, ``--json`` for scripts. Exit codes: 0 success, 1 a failure talking to
 the gateway or storage, 2 a usage or configuration error.
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway_kit import __version__
-from gateway_kit.cli import admin, serve, status, worker
+from gateway_kit.cli import budget, keys, serve, status, wallet, worker, workspaces
 from gateway_kit.exceptions import ConfigError, GatewayError
 
 
@@ -61,5 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands, add_config_option)
     worker.add_parser(commands, add_config_option)
     status.add_parser(commands)
-    admin.add_parsers(commands, add_config_option)
+    for verbs in (workspaces, keys, budget, wallet):
+        verbs.add_parser(commands, add_config_option)
     return parser

@@ -1,7 +1,8 @@
 """``gateway-kit status``: a workspace's plan, quota, burst limit, savings, budget and wallet.
 
 It calls ``GET /v1/me`` and ``GET /api/v1/workspaces/{id}/budget`` with the key from
-``--api-key`` or ``GATEWAY_KIT_API_KEY``. The key is never printed, not even in error messages.
+``--api-key`` or ``GATEWAY_KIT_API_KEY`` (a key without ``budget:read``, such as an inference
+key, shows no budget and says why). The key is never printed, not even in error messages.
 ``--json`` prints the ``/v1/me`` object exactly as received.
 
 ``gateway-kit status --routes`` is the operator's view instead: every model, its fallbacks and
@@ -85,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, TypeError):
         return fail(f"{url} did not answer with a workspace status")
     budget = _budget(base_url, str(me["workspace_id"]), key, args.timeout)
-    print(lines if budget is None else lines + "\n" + render_budget(budget))
+    if isinstance(budget, dict):
+        lines += "\n" + render_budget(budget)
+    elif budget is not None:
+        lines += "\n" + budget
+    print(lines)
     return 0
 
 
@@ -134,14 +139,19 @@ def render_routes(routes: list[dict[str, Any]], *, now: float) -> str:
     return "\n".join(lines) or "(no models)"
 
 
-def _budget(base_url: str, workspace_id: str, key: str, timeout: float) -> dict[str, Any] | None:
-    """The budget and wallet, or ``None`` when the gateway does not say (an older one)."""
+def _budget(
+    base_url: str, workspace_id: str, key: str, timeout: float
+) -> dict[str, Any] | str | None:
+    """The budget and wallet; a line saying why not when the key may not read them; ``None``
+    when the gateway does not say (an older one)."""
     try:
         response = httpx.get(
             f"{base_url}/api/v1/workspaces/{workspace_id}/budget",
             headers={"authorization": f"Bearer {key}"},
             timeout=timeout,
         )
+        if response.status_code == 403:
+            return "Budget     not shown: this key lacks budget:read (an admin key shows it)"
         budget = response.json() if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None

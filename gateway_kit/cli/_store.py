@@ -1,0 +1,128 @@
+"""What the operator commands share: the configured storage, and printing what they did.
+
+They open the storage the gateway uses (``storage.url``) and publish the same events, so a
+rotation from the command line reaches the workspace's webhooks like one made over the API.
+
+- On the default storage (``sqlite:///gateway-kit.db``, in the working directory), each command
+  says so on stderr: the usual mistake is running it in another directory.
+- A command that only reads never creates a database: on SQLite, a file that does not exist is
+  an error (exit 2) instead of an empty answer.
+- Human output escapes control characters (a name holding a terminal escape sequence prints as
+  ``\\x1b[31m``, never as colour); ``--json`` is JSON, escaped as JSON is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from gateway_kit.config import GatewayConfig, StorageConfig, load_config
+from gateway_kit.exceptions import ConfigError, NotFoundError
+from gateway_kit.gateway import Gateway
+from gateway_kit.storage._factory import sqlite_path
+
+__all__ = [
+    "Action",
+    "AddConfig",
+    "UsageError",
+    "add_common",
+    "bounded",
+    "printable",
+    "require_workspace",
+]
+
+Action = Callable[[Gateway, argparse.Namespace], Awaitable[Any]]
+AddConfig = Callable[[argparse.ArgumentParser], None]
+
+DEFAULT_STORAGE = StorageConfig().url
+
+
+class UsageError(ConfigError):
+    """A command-line value outside its documented bounds (exit 2, one line)."""
+
+
+def add_common(
+    parser: argparse.ArgumentParser, add_config: AddConfig, action: Action, *, reads_only: bool
+) -> None:
+    """``--config`` and ``--json``, and ``action`` as the handler."""
+    add_config(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=lambda args: _run(action, args, reads_only=reads_only))
+
+
+def _run(action: Action, args: argparse.Namespace, *, reads_only: bool) -> int:
+    config = load_config(args.config)
+    _check_storage(config, args, reads_only=reads_only)
+
+    async def main() -> Any:
+        # No delivery worker here: the serving gateways (or `gateway-kit worker`) deliver what
+        # these commands publish, through the queue in the shared storage.
+        async with Gateway(config, run_worker=False) as gateway:
+            return await action(gateway, args)
+
+    result = anyio.run(main)
+    print(json.dumps(result, indent=2) if args.json else human(result))
+    return 0
+
+
+def _check_storage(config: GatewayConfig, args: argparse.Namespace, *, reads_only: bool) -> None:
+    url = config.storage.url
+    file = sqlite_path(url)
+    path = None if file is None else Path(file)
+    if url == DEFAULT_STORAGE:
+        print(
+            f"gateway-kit: using the default storage, {url} in {Path.cwd()} (give --config or "
+            "GATEWAY_KIT_CONFIG for another)",
+            file=sys.stderr,
+        )
+    if reads_only and path is not None and not path.exists():
+        command = f"{args.command} {args.verb}"
+        raise UsageError(
+            f"storage.url: no database at {path.resolve()}: `{command}` only reads, so none was "
+            "made (run it where `gateway-kit serve` keeps its state, or give --config)"
+        )
+
+
+async def require_workspace(gateway: Gateway, workspace_id: str) -> None:
+    if await gateway.workspaces.get(workspace_id) is None:
+        raise NotFoundError(f"no workspace {printable(workspace_id)}")
+
+
+def bounded(value: float, option: str, *, low: float, high: float, unit: str) -> float:
+    """``value`` when within ``[low, high]``, else a ``UsageError`` naming ``option``."""
+    if not low <= value <= high:
+        raise UsageError(f"{option}: must be from {low:g} to {high:g} {unit}, got {value:g}")
+    return value
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (and unpaired surrogates) escaped, safe to print."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def human(result: Any) -> str:
+    if isinstance(result, list):
+        return "\n".join(human(item) for item in result) or "(none)"
+    width = max(13, *(len(name) + 2 for name in result))
+    lines = [
+        f"{name:<{width}}{_value(value)}" for name, value in result.items() if value is not None
+    ]
+    if "key" in result:
+        lines.append("Store the key now: it is shown only this once.")
+    return "\n".join(lines)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_value(v)}" for k, v in value.items() if v is not None)
+    if isinstance(value, list):
+        return ", ".join(_value(v) for v in value) or "-"
+    return printable(str(value))
