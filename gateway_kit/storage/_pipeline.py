@@ -7,7 +7,8 @@ Each operation is still one atomic script and one round trip for its caller; wha
 the socket write, the read and redis-py's per-command machinery, which at 32 concurrent
 requests cost more than the scripts themselves (about 3x the operations per second here). A
 call alone in its tick goes out directly, as before. Nothing is retried: a failure fails every
-call of the batch it was in.
+call of the batch it was in. A batch has one deadline, ``socket_timeout`` after it leaves, that
+takes in its wait for a pooled connection (redis-py times the wait, then the reply again).
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ class AutoPipeline:
         client: Redis,
         scripts: dict[str, AsyncScript],
         errors: Callable[[str], AbstractContextManager[None]],
+        *,
+        within: float | None = None,
     ) -> None:
         self._client = client
         self._scripts = scripts
         self._errors = errors
+        self._within = within  # a batch's deadline, in seconds (None: none)
         self._pending: list[_Call] = []
         self._scheduled = False
         # Running batches, referenced so the loop cannot collect them mid-flight.
@@ -65,8 +69,10 @@ class AutoPipeline:
 
     async def _send(self, batch: list[_Call]) -> None:
         self.round_trips += 1
+        within = self._within
+        deadline = None if within is None else asyncio.get_running_loop().time() + within
         if len(batch) == 1:
-            await self._send_one(batch[0])
+            await self._send_one(batch[0], deadline)
             return
         pipe = self._client.pipeline(transaction=False)
         for name, keys, args, _ in batch:
@@ -75,7 +81,8 @@ class AutoPipeline:
             pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
         try:
             with self._errors("pipeline"):
-                results = await pipe.execute(raise_on_error=False)
+                async with asyncio.timeout_at(deadline):
+                    results = await pipe.execute(raise_on_error=False)
         except Exception as exc:
             for *_, future in batch:
                 _fail(future, exc)
@@ -84,7 +91,7 @@ class AutoPipeline:
             if isinstance(result, NoScriptError):
                 # The script did not run (the server lost its cache): safe to send again,
                 # alone, where redis-py loads it first.
-                await self._send_one(call)
+                await self._send_one(call, deadline)
             elif isinstance(result, Exception):
                 try:
                     with self._errors(call[0]):
@@ -94,11 +101,12 @@ class AutoPipeline:
             else:
                 _resolve(call[3], result)
 
-    async def _send_one(self, call: _Call) -> None:
+    async def _send_one(self, call: _Call, deadline: float | None) -> None:
         name, keys, args, future = call
         try:
             with self._errors(name):
-                result = await self._scripts[name](keys=keys, args=args)
+                async with asyncio.timeout_at(deadline):
+                    result = await self._scripts[name](keys=keys, args=args)
         except Exception as exc:
             _fail(future, exc)
         else:

@@ -17,8 +17,11 @@ connection class such as Sentinel's, a credential provider) are not channelled:
 Failures: nothing is retried, since a script whose reply was lost may have run. A reply that
 does not come within ``socket_timeout`` fails its call and drops the connection (a silent peer
 would stall every later call too); a dropped connection fails every call waiting on it, and
-the next call opens a new one. ``NOSCRIPT`` (the server lost its script cache) means the
-script did not run: it is loaded and sent again.
+the next call opens a new one. A connection the server closed (a restart) is forgotten as soon
+as the loop reads its end, before any call is written to it; one that died unheard (no end to
+read: Redis back on a new host behind the same address) fails the calls written to it, once.
+``NOSCRIPT`` (the server lost its script cache) means the script did not run: it is loaded and
+sent again.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
@@ -16,6 +16,7 @@ from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import _redis_lua as lua
 from gateway_kit.storage._pipeline import AutoPipeline
 from gateway_kit.storage._redis_channel import ScriptChannel
+from gateway_kit.storage._redis_pool import CheckedPool, call
 from gateway_kit.storage.base import (
     THROTTLED,
     ClaimedItem,
@@ -44,6 +45,8 @@ from gateway_kit.storage.checks import (
 
 __all__ = ["RedisStorage"]
 
+T = TypeVar("T")
+
 _QUEUE_PARTS = ("payload", "meta", "ready", "dead", "tokens", "seq")
 # Our scripts' error codes, and Redis's, as messages that name neither keys' values nor hosts.
 _ERRORS = {
@@ -63,6 +66,8 @@ def _errors(op: str) -> Iterator[None]:
         known = next((msg for code, msg in _ERRORS.items() if code in text), None)
         detail = known or type(exc).__name__
         raise StorageError(f"Redis {op} failed: {detail}") from exc
+    except TimeoutError as exc:  # the builtin: a command's deadline passed (_redis_pool.call)
+        raise StorageError(f"Redis {op} failed: TimeoutError") from exc
 
 
 def _ms(seconds: float | None) -> int:
@@ -75,8 +80,10 @@ class RedisStorage(Storage):
     script's keys share one Cluster slot. The clock is the server's ``TIME``.
 
     Built from a URL, it owns a bounded, blocking connection pool (a caller waits up to
-    ``pool_timeout`` for a free connection) and never retries a command: a timed-out script
-    may have run, and running it twice would count twice.
+    ``pool_timeout`` for a free connection) that reconnects a connection the server closed (a
+    restart) before handing it out. A stalled server fails a call within ``socket_timeout``,
+    however long it waited for a pooled connection. Only a read is retried, once, after a
+    connection error: a timed-out script may have run, and running it twice would count twice.
     """
 
     def __init__(
@@ -90,7 +97,7 @@ class RedisStorage(Storage):
         pool_timeout: float = 5.0,
     ) -> None:
         try:
-            pool = BlockingConnectionPool.from_url(
+            pool = CheckedPool.from_url(
                 url,
                 max_connections=check_count(max_connections, "max_connections"),
                 timeout=check_seconds(pool_timeout, "pool_timeout"),
@@ -122,6 +129,7 @@ class RedisStorage(Storage):
         self._client = client
         self._prefix = prefix
         self._owned = owned
+        self._timeout: float | None = client.connection_pool.connection_kwargs.get("socket_timeout")
         # Scripts run with EVALSHA, loaded again after a NOSCRIPT; over one multiplexed
         # connection when the channel can open it like redis-py would, else through redis-py.
         scripts = {name: client.register_script(src) for name, src in lua.SCRIPTS.items()}
@@ -129,10 +137,18 @@ class RedisStorage(Storage):
             client.connection_pool.make_connection(),  # type: ignore[no-untyped-call]
             {name: (script.sha, lua.SCRIPTS[name]) for name, script in scripts.items()},
             _errors,
-        ) or AutoPipeline(client, scripts, _errors)
+        ) or AutoPipeline(client, scripts, _errors, within=self._timeout)
 
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
         return await self._scripts.call(name, keys, args)
+
+    async def _command(
+        self, op: str, command: Callable[[], Awaitable[T]], *, read: bool = False
+    ) -> T:
+        """A redis-py command, failed within ``socket_timeout``; a ``read`` that met a dead
+        connection runs once more (``_redis_pool``)."""
+        with _errors(op):
+            return await call(command, self._timeout, read=read)
 
     @property
     def round_trips(self) -> int:
@@ -156,13 +172,13 @@ class RedisStorage(Storage):
         return [f"{self._prefix}q{{{queue}}}:{part}" for part in _QUEUE_PARTS]
 
     async def now(self) -> float:
-        with _errors("now"):
-            seconds, micros = await self._client.time()
+        seconds, micros = await self._command("now", self._client.time, read=True)
         return int(seconds) + int(micros) / 1e6
 
     async def get(self, key: str) -> bytes | None:
-        with _errors("get"):
-            return cast(bytes | None, await self._client.get(self._key(key)))
+        name = self._key(key)
+        reply = await self._command("get", lambda: self._client.get(name), read=True)
+        return cast(bytes | None, reply)
 
     async def set(
         self, key: str, value: bytes, *, ttl: float | None = None, if_absent: bool = False
@@ -170,12 +186,13 @@ class RedisStorage(Storage):
         name = self._key(key)
         check_value(value)
         px = _ms(check_seconds(ttl, "ttl")) if ttl is not None else None
-        with _errors("set"):
-            return bool(await self._client.set(name, value, px=px, nx=if_absent))
+        return bool(
+            await self._command("set", lambda: self._client.set(name, value, px=px, nx=if_absent))
+        )
 
     async def delete(self, key: str) -> bool:
-        with _errors("delete"):
-            return bool(await self._client.delete(self._key(key)))
+        name = self._key(key)
+        return bool(await self._command("delete", lambda: self._client.delete(name)))
 
     async def cas(
         self, key: str, expected: bytes | None, new: bytes | None, *, ttl: float | None = None
@@ -244,25 +261,23 @@ class RedisStorage(Storage):
         name = self._key(key)
         check_name(field, "map field")
         check_value(value)
-        with _errors("map_set"):
-            await self._client.hset(name, field, value)
+        await self._command("map_set", lambda: self._client.hset(name, field, value))
 
     async def map_get(self, key: str, field: str) -> bytes | None:
         name = self._key(key)
         check_name(field, "map field")
-        with _errors("map_get"):
-            return cast(bytes | None, await self._client.hget(name, field))
+        reply = await self._command("map_get", lambda: self._client.hget(name, field), read=True)
+        return cast(bytes | None, reply)
 
     async def map_delete(self, key: str, field: str) -> bool:
         name = self._key(key)
         check_name(field, "map field")
-        with _errors("map_delete"):
-            return bool(await self._client.hdel(name, field))
+        return bool(await self._command("map_delete", lambda: self._client.hdel(name, field)))
 
     async def map_items(self, key: str) -> dict[str, bytes]:
-        with _errors("map_items"):
-            items = cast(dict[bytes, bytes], await self._client.hgetall(self._key(key)))
-        return {field.decode(): value for field, value in items.items()}
+        name = self._key(key)
+        reply = await self._command("map_items", lambda: self._client.hgetall(name), read=True)
+        return {field.decode(): value for field, value in cast(dict[bytes, bytes], reply).items()}
 
     async def log_append(self, key: str, value: bytes, *, max_len: int) -> None:
         name = self._key(key)
@@ -272,8 +287,10 @@ class RedisStorage(Storage):
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         name = self._key(key)
         check_count(limit, "limit")
-        with _errors("log_range"):
-            return cast(list[bytes], await self._client.lrange(name, 0, limit - 1))
+        reply = await self._command(
+            "log_range", lambda: self._client.lrange(name, 0, limit - 1), read=True
+        )
+        return cast(list[bytes], reply)
 
     async def enqueue(self, queue: str, item_id: str, payload: bytes, *, due_at: float) -> bool:
         keys = self._queue(queue)
