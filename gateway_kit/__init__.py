@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway_kit.accounts.keys import Principal
+from gateway_kit.accounts.scopes import ROLES, KeyScope
 from gateway_kit.app import (
     create_app,
 )
@@ -170,6 +171,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EVENT_TYPES",
+    "ROLES",
     "AdminConfig",
     "Amend",
     "AnthropicProvider",
@@ -213,6 +215,7 @@ __all__ = [
     "InvalidRequestError",
     "JSONBody",
     "KeyRotatedData",
+    "KeyScope",
     "LimitsConfig",
     "LimitsMiddleware",
     "LimitsPolicy",
