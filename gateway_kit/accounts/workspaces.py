@@ -135,6 +135,11 @@ class Workspaces:
             if after is not None and workspace_id <= after:
                 continue
             workspace = _from_index(workspace_id, index[workspace_id])
+            if workspace is None:  # indexed before plans were: read it, and index it anew
+                workspace = await self.get(workspace_id)
+                if workspace is None:
+                    continue
+                await self._index(workspace)
             if (plan is None or workspace.plan == plan) and (
                 status is None or workspace.status == status
             ):
@@ -211,14 +216,15 @@ def _load(raw: bytes) -> Workspace:
     return Workspace(**json.loads(raw))
 
 
-def _from_index(workspace_id: str, raw: bytes) -> Workspace:
-    """A workspace as its index entry has it (``created_at`` is not indexed: 0)."""
+def _from_index(workspace_id: str, raw: bytes) -> Workspace | None:
+    """A workspace as its index entry has it (``created_at`` is not indexed: 0); ``None`` for
+    an entry of an older version (the e-mail alone)."""
     try:
         entry = json.loads(raw)
     except ValueError:
-        entry = None
-    if not isinstance(entry, dict):  # indexed before plans were: the e-mail alone
-        return Workspace(workspace_id, raw.decode(errors="replace"), "", 0.0)
+        return None
+    if not isinstance(entry, dict):
+        return None
     return Workspace(
         workspace_id, entry["email"], entry["plan"], 0.0, entry.get("status", "active")
     )
