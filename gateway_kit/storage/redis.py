@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -349,17 +350,16 @@ class RedisStorage(Storage):
         check_partition(partition)
         # SCAN for the partition's keys (one Cluster slot: the hash tag), deleted in batches.
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._prefix}{{{partition}}}:") + "*"
-        dropped = 0
-        with _errors("drop_partition"):
-            batch: list[bytes] = []
-            async for key in self._client.scan_iter(match=pattern, count=500):
-                batch.append(key)
-                if len(batch) == 500:
-                    dropped += await self._client.unlink(*batch)
-                    batch = []
-            if batch:
-                dropped += await self._client.unlink(*batch)
-        return dropped
+        client, dropped, cursor = self._client, 0, 0
+        while True:
+            # Each step within socket_timeout; a SCAN (a read) runs again on a dead connection.
+            scan = functools.partial(client.scan, cursor, match=pattern, count=500)
+            cursor, keys = await self._command("drop_partition", scan, read=True)
+            if keys:
+                unlink = functools.partial(client.unlink, *keys)
+                dropped += await self._command("drop_partition", unlink)
+            if cursor == 0:
+                return dropped
 
     async def aclose(self) -> None:
         await self._scripts.aclose()
