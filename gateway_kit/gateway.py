@@ -168,6 +168,10 @@ class Gateway:
             routing = self.config.routing
             self._table = table = ModelTable(self.config, providers)
             cooldowns = Cooldowns(storage, routing, clock=self.clock)
+            # Keeps every deployment's health current, off the request path.
+            health_tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(health_tasks.cancel_scope.cancel)  # runs first on exit
+            await health_tasks.start(cooldowns.run, table.deployment_keys)
             self._router = Router(table, cooldowns, routing, clock=self.clock)
         except BaseException:
             await stack.aclose()

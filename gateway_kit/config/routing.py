@@ -60,8 +60,8 @@ class RoutingConfig(_Config):
     fail_window_s: float = Field(default=60.0, gt=0)
     #: Seconds a deployment is skipped; then one request probes it (half-open).
     cooldown_s: float = Field(default=30.0, gt=0)
-    #: How stale this instance's view of other instances' cooldowns may be (0: read every
-    #: request).
-    refresh_s: float = Field(default=1.0, ge=0, le=60)
+    #: How stale this instance's view of other instances' cooldowns may be: the view of every
+    #: deployment is refreshed in the background this often (one storage read).
+    refresh_s: float = Field(default=1.0, ge=0.05, le=60)
     #: The ``auto`` models (smart routing).
     auto: tuple[AutoModelConfig, ...] = ()

@@ -12,10 +12,12 @@ Storage keys, in the ``routing`` partition, per deployment ``<provider>/<upstrea
 - ``routing:trip:<d>``   present from a trip until a probe succeeds (half-open after the cooldown);
 - ``routing:probe:<d>``  the claim of the one probing request.
 
-The healthy path writes nothing: an instance reads the open and trip marks of the deployments
-it is about to use at most every ``refresh_s`` seconds (one round trip for all of them), so
-another instance's trip reaches it within that time. Only failures, probes and recoveries
-write. A storage failure never blocks a request: the deployment is then taken as healthy.
+The request path reads nothing: each instance keeps a view of every deployment's state,
+refreshed in the background (``run``, which the ``Gateway`` starts) every ``refresh_s`` seconds
+with one round trip for all of them, so another instance's trip reaches it within that time,
+and a slow or stalled storage never holds a request (the view it has is used meanwhile). Only
+failures, probes and recoveries write. A storage failure never blocks a request: a deployment
+never seen is taken as healthy, a known one keeps its last known state.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
+
+from gateway_kit._clock import waitable
 from gateway_kit.config import RoutingConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import Storage
@@ -51,7 +57,6 @@ class Health:
 
 @dataclass(slots=True)
 class _Seen:
-    fetched_at: float
     until: float | None  # the cooldown's end while open
     tripped: bool
 
@@ -70,37 +75,41 @@ class Cooldowns:
         self._config = config
         self._clock = clock
         self._seen: dict[str, _Seen] = {}
+        self._unreadable = False  # the last refresh failed (logged once per outage)
 
     @staticmethod
     def _key(kind: str, deployment: str) -> str:
         return f"{_PARTITION}:{kind}:{deployment}"
 
-    def stale(self, deployments: Sequence[str]) -> list[str]:
-        """Those of ``deployments`` this instance's view of is older than ``refresh_s``
-        (checked without awaiting anything: the healthy path's usual answer is none)."""
-        now, seen, refresh_s = self._clock(), self._seen, self._config.refresh_s
-        return [
-            d for d in deployments if (s := seen.get(d)) is None or now - s.fetched_at >= refresh_s
-        ]
+    async def run(
+        self, deployments: Sequence[str], *, task_status: Any = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Refresh the view of ``deployments`` now, report started, then every ``refresh_s``
+        until cancelled (the ``Gateway`` runs it; a ``Clock`` such as a test's ``FakeClock``
+        times the waits)."""
+        clock = waitable(self._clock)
+        await self.refresh(deployments)
+        task_status.started()
+        while True:
+            await clock.sleep_until(clock() + self._config.refresh_s)
+            await self.refresh(deployments)
 
     async def refresh(self, deployments: Sequence[str]) -> None:
-        """Bring this instance's view of ``deployments`` up to date if it is stale."""
-        stale = self.stale(deployments)
-        if not stale:
-            return
-        now = self._clock()
-        reads = [self._key(kind, d) for d in stale for kind in ("open", "trip")]
+        """Read the state of ``deployments`` from the storage into this instance's view (one
+        round trip); when the storage fails, the view stays as it was."""
+        reads = [self._key(kind, d) for d in deployments for kind in ("open", "trip")]
         try:
             result = await self._storage.incr_many((), reads=reads)
         except StorageError as exc:
-            logger.warning("deployment health unreadable, taken as healthy: %s", exc)
-            for d in stale:
-                self._seen[d] = _Seen(now, None, False)
+            if not self._unreadable:
+                logger.warning("deployment health unreadable, the last view kept: %s", exc)
+            self._unreadable = True
             return
-        for d in stale:
+        self._unreadable = False
+        for d in deployments:
             opened = result.reads.get(self._key("open", d))
             until = _float(opened) if opened is not None else None
-            self._seen[d] = _Seen(now, until, result.reads.get(self._key("trip", d)) is not None)
+            self._seen[d] = _Seen(until, result.reads.get(self._key("trip", d)) is not None)
 
     def state(self, deployment: str) -> str:
         """``closed``, ``open`` or ``half_open``, from this instance's (refreshed) view."""
@@ -157,7 +166,7 @@ class Cooldowns:
         )
         await storage.delete(self._key("fails", deployment))
         await storage.delete(self._key("probe", deployment))
-        self._seen[deployment] = _Seen(now, until, True)
+        self._seen[deployment] = _Seen(until, True)
         logger.warning("deployment %s cools down for %g s", deployment, config.cooldown_s)
 
     async def recovered(self, deployment: str) -> None:
@@ -168,20 +177,19 @@ class Cooldowns:
         except StorageError as exc:
             logger.warning("deployment recovery not recorded: %s", exc)
             return
-        self._seen[deployment] = _Seen(self._clock(), None, False)
+        self._seen[deployment] = _Seen(None, False)
         logger.info("deployment %s is healthy again", deployment)
 
     async def health(self, deployments: Sequence[str]) -> list[Health]:
         """Each deployment's state read from the storage now (for the operator view)."""
         keys = [self._key(kind, d) for d in deployments for kind in ("open", "trip", "fails")]
         result = await self._storage.incr_many((), reads=keys)
-        now = self._clock()
         report = []
         for d in deployments:
             opened = result.reads.get(self._key("open", d))
             until = _float(opened) if opened is not None else None
             tripped = result.reads.get(self._key("trip", d)) is not None
-            self._seen[d] = _Seen(now, until, tripped)
+            self._seen[d] = _Seen(until, tripped)
             fails = result.reads.get(self._key("fails", d))
             state = self.state(d)
             report.append(

@@ -133,6 +133,12 @@ class ModelTable:
     def __iter__(self) -> Iterator[ModelRoute]:
         return iter(self._routes.values())
 
+    @property
+    def deployment_keys(self) -> list[str]:
+        """The health identity of every deployment, once each (what ``Cooldowns.run`` keeps
+        current)."""
+        return list(dict.fromkeys(d.key for route in self for d in route.deployments))
+
     def plan(self, route: ModelRoute) -> Sequence[Deployment]:
         """Where one request for ``route`` may go, in the order to try."""
         if len(route.deployments) == 1 and not route.chain:

@@ -136,8 +136,7 @@ class Router:
         """Every model with its deployments' health, read from the storage now (the
         operator's view: ``GET /api/v1/admin/routes``, ``gateway-kit status --routes``)."""
         routes = list(self.table)
-        keys = list(dict.fromkeys(d.key for route in routes for d in route.deployments))
-        health = {h.key: h for h in await self.cooldowns.health(keys)}
+        health = {h.key: h for h in await self.cooldowns.health(self.table.deployment_keys)}
         report = []
         for route in routes:
             deployments = []
@@ -178,10 +177,7 @@ class Router:
         send: Callable[[Deployment, Call], Awaitable[_Outcome]],
     ) -> Routed:
         plan = self.table.plan(route)
-        cooldowns = self.cooldowns
-        keys = [d.key for d in plan]
-        if cooldowns.stale(keys):  # at most once per refresh_s: the usual path awaits nothing
-            await cooldowns.refresh(keys)
+        cooldowns = self.cooldowns  # its view is refreshed in the background (Cooldowns.run)
         attempts: list[Attempt] = []
         retries = 0
         last: Routed | None = None  # the last failure that came with a response

@@ -32,13 +32,14 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import httpx
 from anyio.abc import TaskGroup
 
+from gateway_kit._clock import Clock, waitable
 from gateway_kit.config import WebhooksConfig
 from gateway_kit.events.bus import EventBus
 from gateway_kit.events.models import Event, WebhookStaleData
@@ -51,28 +52,6 @@ from gateway_kit.webhooks.store import Attempt, WebhookStore
 logger = logging.getLogger("gateway_kit.webhooks")
 
 _CLAIM_BATCH = 64
-
-
-@runtime_checkable
-class Clock(Protocol):
-    """Unix seconds when called; ``sleep_until`` returns once the clock reads ``deadline``."""
-
-    def __call__(self) -> float: ...
-
-    async def sleep_until(self, deadline: float) -> None: ...
-
-
-class _RealWaits:
-    """A plain clock function, its waits made in real time (anyio's monotonic clock)."""
-
-    def __init__(self, read: Callable[[], float]) -> None:
-        self._read = read
-
-    def __call__(self) -> float:
-        return self._read()
-
-    async def sleep_until(self, deadline: float) -> None:
-        await anyio.sleep(max(0.0, deadline - self._read()))
 
 
 class DeliveryWorker:
@@ -98,7 +77,7 @@ class DeliveryWorker:
         self._client = client
         self._events = events
         self._config = config
-        self._clock: Clock = clock if isinstance(clock, Clock) else _RealWaits(clock)
+        self._clock: Clock = waitable(clock)
         self._in_flight = 0
         # The idle wait: its cancel scope while it lasts, when it ends by the clock, whether
         # a wake() came (while waiting, or since: the next wait is skipped), and whether the

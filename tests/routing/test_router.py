@@ -8,6 +8,8 @@ import random
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from gateway_kit import GatewayConfig, MemoryStorage
@@ -167,6 +169,39 @@ async def test_a_healthy_deployment_serves_without_retry_or_storage_writes() -> 
     assert await r.storage.get("routing:fails:a/m-solo") is None
 
 
+class Stalled(MemoryStorage):
+    """A storage whose every call hangs (a stalled Redis), once ``stalled`` is set."""
+
+    stalled = False
+
+    def __getattribute__(self, name: str) -> Any:
+        attribute = super().__getattribute__(name)
+        if name in ("incr_many", "incr", "get", "set", "delete") and self.stalled:
+
+            async def hang(*args: Any, **kwargs: Any) -> Any:
+                await anyio.sleep_forever()
+
+            return hang
+        return attribute
+
+
+async def test_a_stalled_storage_never_holds_a_routed_request() -> None:
+    r = rig()
+    r.storage = storage = Stalled(clock=r.clock)
+    r.cooldowns = Cooldowns(storage, r.config.routing, clock=r.clock)
+    r.router = r.new_router(r.cooldowns)
+    await r.cooldowns.refresh(r.table.deployment_keys)
+    storage.stalled = True
+    r.clock.advance(60)  # long past refresh_s: the view is old, and the request does not care
+    with anyio.fail_after(5):
+        routed = await r.chat("main")
+    assert routed.response.status == 200
+    # A refresh that cannot read keeps the view it had (here: healthy).
+    with anyio.move_on_after(0.05):
+        await r.cooldowns.refresh(r.table.deployment_keys)
+    assert r.cooldowns.state("a/m-a") == "closed"
+
+
 async def test_a_5xx_is_retried_on_the_same_deployment_after_a_backoff() -> None:
     r = rig(a=[503, "ok"])
     routed = await r.chat()
@@ -303,12 +338,19 @@ async def test_two_instances_agree_on_a_cooldown_through_the_storage() -> None:
     r = rig(a="conn", retries=0, refresh_s=1.0)
     other = Cooldowns(r.storage, r.config.routing, clock=r.clock)
     other_router = r.new_router(other)
-    await other.refresh(["a/m-a"])  # a view taken before the trip
-    for _ in range(3):
-        await r.chat("main")
-    assert other.state("a/m-a") == "closed"  # stale for up to refresh_s
-    r.clock.advance(1.5)
-    routed = await r.chat("main", router=other_router)
+    async with anyio.create_task_group() as tasks:
+        # The other instance's background refresh (the Gateway runs it), on the fake clock.
+        await tasks.start(other.run, r.table.deployment_keys)
+        for _ in range(3):
+            await r.chat("main")
+        assert other.state("a/m-a") == "closed"  # its view is up to refresh_s old
+        r.clock.advance(1.5)
+        for _ in range(100):  # the refresh the clock woke
+            if other.state("a/m-a") == "open":
+                break
+            await anyio.lowlevel.checkpoint()
+        routed = await r.chat("main", router=other_router)
+        tasks.cancel_scope.cancel()
     assert routed.attempts[0].label() == "main@a=cooldown"
     assert len(r.providers["a"].calls) == 3
     # Failures seen by different instances add up to one window's count.

@@ -295,3 +295,42 @@ async def test_a_stalled_server_fails_scripts_through_redis_py_within_socket_tim
         with server.frozen():
             outcomes = await asyncio.gather(_timed(lambda: storage.incr("ws_1:c", 1)), next_tick())
         _assert_timed_out(list(outcomes))
+
+
+async def test_a_request_through_the_gateway_waits_one_socket_timeout_on_a_stalled_server(
+    server: _Server,
+) -> None:
+    """The whole request path on a stalled Redis: the admission step times out once (Limits
+    then serves, `on_error = "open"`), and nothing else on the way (the router's view of the
+    deployments' health is refreshed in the background) waits on the storage."""
+    from gateway_kit import Gateway, GatewayConfig, create_app
+    from gateway_kit.accounts.scopes import ROLES
+    from gateway_kit.testing import ASGIRecorder
+
+    config = GatewayConfig.model_validate({"routing": {"refresh_s": 0.05}})
+    async with (
+        RedisStorage(server.url, socket_timeout=_TIMEOUT) as storage,
+        Gateway(config, storage=storage) as gateway,
+    ):
+        workspace = await gateway.workspaces.create("stall@example.com")
+        key = (await gateway.keys.create(workspace.id, scopes=ROLES["admin"])).secret
+        recorder = ASGIRecorder(create_app(gateway=gateway))
+        body = {"model": "mock-large", "messages": [{"role": "user", "content": "hi"}]}
+
+        async def chat() -> tuple[float, int]:
+            """Until the answer's last byte was sent (the settlement comes after it)."""
+            started = time.perf_counter()
+            answer = await recorder.request(
+                "POST",
+                "/v1/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {key}"},
+            )
+            return answer.messages[-1].at - started, answer.status
+
+        assert (await chat())[1] == 200  # warm: the key and the plan are cached
+        await anyio.sleep(0.1)  # the health view is older than refresh_s now
+        with server.frozen():
+            took, status = await chat()
+        assert status == 200
+        assert _TIMEOUT <= took < 1.5 * _TIMEOUT, took
