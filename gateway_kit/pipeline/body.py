@@ -1,12 +1,24 @@
-"""The request body: read once under a size cap, replayed to the inner app (DESIGN.md 3).
+"""The request body: read once under a size cap, replayed to the inner app (DESIGN.md 3), and
+parsed strictly.
 
 The replaying ``receive`` hands over to the original one afterwards, so ``http.disconnect``
 still arrives. A layer that changes the parsed request calls ``replace_json``.
+
+``parse_json`` is the one JSON reader of request bodies (the inference routes and the management
+API alike): a body it accepts can be forwarded, stored, re-serialized and walked without
+surprises, so it refuses what Python's ``json`` would let through: bytes that are not UTF-8, the
+``NaN`` and ``Infinity`` literals and numbers past a double's range (``1e400``), integers longer
+than Python converts (4300 digits), arrays and objects nested past ``MAX_JSON_DEPTH`` (the
+``RecursionError`` of deeper ones included) and strings holding a lone UTF-16 surrogate
+(``"\\ud800"``: valid JSON syntax, but no Unicode text, so it can be neither encoded as UTF-8
+nor stored).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from gateway_kit._asgi.types import Message, Receive, Scope, header
@@ -14,13 +26,22 @@ from gateway_kit.pipeline.context import RequestContext, get_context
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
     "BodyTooLarge",
     "ClientDisconnected",
+    "InvalidJSON",
+    "parse_json",
     "read_body",
     "replace_json",
 ]
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+
+#: The deepest nesting of arrays and objects a body may have. Real requests nest a few levels
+#: (a tool's JSON schema perhaps twenty); the bound keeps far below Python's recursion limit
+#: (1000 frames, part of them already used by the stack of layers), so that whatever walks the
+#: parsed body recursively later (``json.dumps``, a layer) cannot overflow it.
+MAX_JSON_DEPTH = 128
 
 
 class BodyTooLarge(Exception):
@@ -95,3 +116,113 @@ def replace_json(scope: Scope, payload: dict[str, Any]) -> None:
     ctx.body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     length = str(len(ctx.body)).encode()
     scope["headers"] = [(k, length if k == b"content-length" else v) for k, v in scope["headers"]]
+
+
+class InvalidJSON(ValueError):
+    """A body ``parse_json`` refuses; the message is a clause (``it is not UTF-8 ...``) that the
+    caller puts in its 400 ``invalid_json`` answer, ``param`` the place in the body if known."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+# A \ud800-\udfff escape (hex digits in either case). Python decodes one that is not half of
+# a pair into a lone surrogate; only a body holding such an escape is walked for one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_DEEP = f"it nests arrays and objects more than {MAX_JSON_DEPTH} levels deep"
+
+
+def parse_json(raw: bytes) -> Any:
+    """The JSON value of a request body, or ``InvalidJSON`` saying what is wrong with it.
+
+    Cheap on the request path: the checks Python's parser cannot make run over the parsed value
+    only when a scan of the bytes (at C speed) says they may fail: a surrogate escape, or more
+    brackets than ``MAX_JSON_DEPTH``.
+    """
+    try:
+        # Strict: a surrogate encoded in UTF-8 (ED A0 80) is refused too; json.loads(bytes)
+        # would let it through, and would read UTF-16 and UTF-32 as well.
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidJSON(
+            f"it is not UTF-8 (byte {exc.start} is not valid); JSON must be sent as UTF-8"
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte order mark, which RFC 8259 lets a parser ignore
+    try:
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+    except InvalidJSON:
+        raise
+    except RecursionError:
+        raise InvalidJSON(_DEEP) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidJSON(
+            f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise InvalidJSON("it holds a number with too many digits") from None
+    surrogates = _SURROGATE_ESCAPE.search(raw) is not None
+    deep = len(raw) > 2 * MAX_JSON_DEPTH and (
+        len(raw) - len(raw.translate(None, b"[{")) > MAX_JSON_DEPTH
+    )
+    if surrogates or deep:
+        _inspect(value, strings=surrogates)
+    return value
+
+
+def _not_a_number(literal: str) -> Any:
+    raise InvalidJSON(f"it holds {literal}, which is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise InvalidJSON(f"it holds the number {literal[:40]}, past the range of a double")
+    return value
+
+
+def _inspect(value: Any, *, strings: bool) -> None:
+    """Refuse nesting past ``MAX_JSON_DEPTH`` and (``strings``) lone surrogates, in keys and
+    values. Iterative: the value may be as deep as the parser allowed."""
+    # (value, depth of the containers around it, its path as nested (parent, key) pairs)
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            if strings and not item.isascii():
+                _check_text(item, path)
+            continue
+        if isinstance(item, dict):
+            if depth >= MAX_JSON_DEPTH:
+                raise InvalidJSON(_DEEP, param=_render(path))
+            for key, child in item.items():
+                if strings and not key.isascii():
+                    _check_text(key, path)
+                stack.append((child, depth + 1, (path, key)))
+        elif isinstance(item, list):
+            if depth >= MAX_JSON_DEPTH:
+                raise InvalidJSON(_DEEP, param=_render(path))
+            stack.extend((child, depth + 1, (path, i)) for i, child in enumerate(item))
+
+
+def _check_text(text: str, path: Any) -> None:
+    found = _LONE_SURROGATE.search(text)
+    if found is not None:
+        where = _render(path)
+        place = f" in '{where}'" if where else ""
+        raise InvalidJSON(
+            f"it holds a lone surrogate (\\u{ord(found.group()):04x}){place}, which is not "
+            "Unicode text (a character past U+FFFF is written as a pair of escapes)",
+            param=where,
+        )
+
+
+def _render(path: Any) -> str | None:
+    """``messages[0].content`` for the nested pairs ``((((None, 'messages'), 0), 'content')``."""
+    parts: list[str] = []
+    while path is not None:
+        path, key = path
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return "".join(reversed(parts)).lstrip(".") or None
