@@ -9,12 +9,17 @@ parameters pass through without a release of ours.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Literal
 
 from gateway_kit._asgi import Receive, Scope, header
-from gateway_kit.pipeline.body import BodyTooLarge, ClientDisconnected, read_body
+from gateway_kit.pipeline.body import (
+    BodyTooLarge,
+    ClientDisconnected,
+    InvalidJSON,
+    parse_json,
+    read_body,
+)
 from gateway_kit.pipeline.context import get_context
 from gateway_kit.pipeline.verdicts import Refusal
 
@@ -25,6 +30,21 @@ RequestKind = Literal["chat", "embedding"]
 
 #: The most inputs one embeddings request may carry (OpenAI's limit).
 MAX_EMBEDDING_INPUTS = 2048
+
+#: Bounds of the integers the gateway computes with (the budget's estimate multiplies the output
+#: tokens by ``n``), each ``(low, high)`` inclusive: OpenAI's own for ``n`` and
+#: ``top_logprobs``; a token count below 2**31 (no model comes near it) for the output limits.
+#: Within them no estimate comes near a 64-bit counter.
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "n": (1, 128),
+    "max_tokens": (1, 2**31 - 1),
+    "max_completion_tokens": (1, 2**31 - 1),
+    "top_logprobs": (0, 20),
+}
+
+#: The most ``dimensions`` an embeddings request may ask for (the largest models give 3072;
+#: this leaves room for larger ones).
+MAX_DIMENSIONS = 65_536
 
 
 async def load_chat_request(
@@ -59,12 +79,13 @@ async def load_request(
     except ClientDisconnected:
         return None
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        payload = parse_json(body)
+    except InvalidJSON as exc:
         return Refusal(
             400,
-            "We could not parse the JSON body of your request: it is not valid JSON.",
+            f"We could not parse the JSON body of your request: {exc}.",
             code="invalid_json",
+            param=exc.param,
         )
     error = _VALIDATORS[kind](payload)
     if error is not None:
@@ -93,6 +114,14 @@ def _missing(param: str) -> Refusal:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_within(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _out_of_bounds(name: str, low: int, high: int) -> Refusal:
+    return _invalid(name, f"'{name}' must be an integer from {low} to {high}.")
 
 
 def _is_number(value: object) -> bool:
@@ -136,10 +165,10 @@ def validate_chat_request(payload: object) -> Refusal | None:
             return _invalid(
                 "stream_options.include_usage", "'stream_options.include_usage' must be a boolean."
             )
-    for name in ("max_tokens", "max_completion_tokens", "n"):
+    for name, (low, high) in INT_BOUNDS.items():
         value = payload.get(name)
-        if value is not None and (not _is_int(value) or value < 1):
-            return _invalid(name, f"'{name}' must be a positive integer.")
+        if value is not None and not _int_within(value, low, high):
+            return _out_of_bounds(name, low, high)
     for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
         value = payload.get(name)
         if value is not None and (not _is_number(value) or not low <= value <= high):
@@ -210,8 +239,8 @@ def validate_embeddings_request(payload: object) -> Refusal | None:
             "encoding_format", "'encoding_format' must be 'float' or 'base64'.", "invalid_value"
         )
     dimensions = payload.get("dimensions")
-    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
-        return _invalid("dimensions", "'dimensions' must be a positive integer.")
+    if dimensions is not None and not _int_within(dimensions, 1, MAX_DIMENSIONS):
+        return _out_of_bounds("dimensions", 1, MAX_DIMENSIONS)
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         return _invalid("user", "'user' must be a string.")

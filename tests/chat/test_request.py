@@ -1,0 +1,142 @@
+"""The inference request as the routes read it (``chat.request``): one strict parse, bounds on
+the integers the gateway computes with. Each case here was once a 500 or went upstream."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from tests.fakes import provisioned
+
+pytestmark = pytest.mark.anyio
+
+CONFIG = {
+    "providers": [
+        {"name": "up", "base_url": "https://upstream.test/v1"},
+        {"name": "mock", "type": "mock"},
+    ],
+    "models": [
+        {"name": "gpt-fake", "provider": "up"},
+        {"name": "embed", "provider": "mock", "kind": "embedding"},
+    ],
+}
+CHAT = b'{"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}]'
+
+
+def saying(content: bytes) -> bytes:
+    """A chat request whose message is ``content``, as written (escapes included)."""
+    return b'{"model": "gpt-fake", "messages": [{"role": "user", "content": "%s"}]}' % content
+
+
+EMBED = b'{"model": "embed", "input": "hello"'
+
+
+async def post(env: Any, path: str, body: bytes, **headers: str) -> Any:
+    return await env.recorder.request(
+        "POST",
+        path,
+        body=body,
+        headers={**env.auth(), "content-type": "application/json", **headers},
+    )
+
+
+@pytest.fixture
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Any:
+    caplog.set_level(logging.WARNING)
+    yield
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.usefixtures("no_errors_logged")
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
+@pytest.mark.parametrize(
+    ("body", "says", "param"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "levels deep", None),  # once a RecursionError: 500
+        (b'{"model": ' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"}", "levels deep", None),
+        (CHAT + b', "temperature": NaN}', "NaN", None),
+        (CHAT + b', "frequency_penalty": Infinity}', "Infinity", None),
+        (CHAT + b', "top_p": -Infinity}', "-Infinity", None),
+        (CHAT + b', "presence_penalty": 1e999}', "range of a double", None),
+        (saying(b"hi \\ud800"), "lone surrogate", "messages[0].content"),
+        (EMBED[:-1] + b'\\uDC00"}', "lone surrogate", "input"),
+        (b'{"model": "gpt-fake\\ud800"}', "lone surrogate", "model"),
+        (b'{"\\udbff": 1, "model": "gpt-fake"}', "lone surrogate", None),
+        (b'{"model": "gpt-fake", "messages": "\xed\xa0\x80"}', "not UTF-8", None),
+        ('{"model": "gpt-fake"}'.encode("utf-16"), "not UTF-8", None),
+    ],
+)
+async def test_bodies_that_cannot_be_forwarded_are_a_400_and_never_go_upstream(
+    path: str, body: bytes, says: str, param: str | None
+) -> None:
+    async with provisioned("scale", **CONFIG) as env:
+        answer = await post(env, path, body)
+        assert answer.status == 400, answer.body
+        error = answer.json()["error"]
+        assert (error["type"], error["code"], error["param"]) == (
+            "invalid_request_error",
+            "invalid_json",
+            param,
+        )
+        assert error["message"].startswith("We could not parse the JSON body of your request")
+        assert says in error["message"]
+        assert env.upstream.calls == 0
+        assert await env.used_requests() == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [
+        ("n", 1, True),
+        ("n", 128, True),
+        ("n", 129, False),
+        ("n", 10**16, False),  # once a 500 from the budget's reservation
+        ("n", 0, False),
+        ("n", 1.0, False),
+        ("n", True, False),
+        ("max_tokens", 2**31 - 1, True),
+        ("max_tokens", 2**31, False),
+        ("max_tokens", 10**400, False),
+        ("max_completion_tokens", 0, False),
+        ("max_completion_tokens", -5, False),
+        ("max_completion_tokens", 10**19, False),
+        ("top_logprobs", 0, True),
+        ("top_logprobs", 20, True),
+        ("top_logprobs", 21, False),
+        ("top_logprobs", "5", False),
+    ],
+)
+async def test_chat_integers_are_bounded(field: str, value: Any, ok: bool) -> None:
+    async with provisioned("scale", **CONFIG) as env:
+        answer = await env.chat(**{field: value})
+        if ok:
+            assert answer.status == 200, answer.body
+            return
+        assert answer.status == 400
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_type", field)
+        assert "must be an integer from" in error["message"]
+        assert env.upstream.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [(1, True), (3072, True), (65_537, False), (10**19, False)]
+)
+async def test_embedding_dimensions_are_bounded(value: int, ok: bool) -> None:
+    async with provisioned("scale", **CONFIG) as env:
+        answer = await post(env, "/v1/embeddings", EMBED + b', "dimensions": %d}' % value)
+        assert (answer.status == 200) == ok, answer.body
+        if not ok:
+            error = answer.json()["error"]
+            assert (error["code"], error["param"]) == ("invalid_type", "dimensions")
+            assert "from 1 to 65536" in error["message"]
+
+
+async def test_surrogate_pairs_and_text_that_looks_like_an_escape_pass_untouched() -> None:
+    async with provisioned("scale", **CONFIG) as env:
+        body = saying(b"\\ud83d\\ude00 and \\\\ud800 as text")
+        answer = await post(env, "/v1/chat/completions", body)
+        assert answer.status == 200, answer.body
+        assert env.upstream.requests[0].content == body  # forwarded as it came
