@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from gateway_kit._asgi import error_body
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError
+from gateway_kit.pipeline.body import InvalidJSON, parse_json
 from gateway_kit.pipeline.context import get_context
 
 #: Management bodies are small; anything bigger is a mistake or an attack.
@@ -57,7 +59,11 @@ def principal_of(request: Request) -> Principal:
 
 
 async def json_body(request: Request, *, optional: bool = False) -> dict[str, Any]:
-    """The request's JSON object, or an ``ApiError`` (400/413/415) saying what is wrong."""
+    """The request's JSON object, or an ``ApiError`` (400/413/415) saying what is wrong.
+
+    Read by ``parse_json``, as the inference routes read theirs: UTF-8 only, and no ``NaN``,
+    ``Infinity``, lone surrogates or nesting past ``MAX_JSON_DEPTH`` reach an endpoint.
+    """
     content_type = request.headers.get("content-type", "")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -80,9 +86,11 @@ async def json_body(request: Request, *, optional: bool = False) -> dict[str, An
     if content_type and "json" not in content_type.split(";")[0].lower():
         raise ApiError(415, "Content-Type must be application/json.", code="unsupported_media_type")
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "The body is not valid JSON.", code="invalid_json") from None
+        body = parse_json(raw)
+    except InvalidJSON as exc:
+        raise ApiError(
+            400, f"The body cannot be read as JSON: {exc}.", code="invalid_json", param=exc.param
+        ) from None
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.", code="invalid_type")
     return body
@@ -99,13 +107,29 @@ def check_fields(body: dict[str, Any], allowed: Sequence[str]) -> None:
         )
 
 
+# C0 and C1 controls and DEL: ESC starts the terminal escape sequences a name must never carry
+# to whoever prints it (the CLI, a log); tabs and line breaks have no place in a name either.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def string_field(
     body: dict[str, Any], name: str, *, default: str | None = None, max_length: int = 200
 ) -> str:
+    """A one-line text field (a name, a URL, an e-mail address): a non-empty string of at most
+    ``max_length`` characters without control characters, stripped of surrounding spaces."""
     value = body.get(name, default)
     if not isinstance(value, str) or not value.strip():
         raise ApiError(
             400, f"'{name}' must be a non-empty string.", code="invalid_type", param=name
+        )
+    control = _CONTROL.search(value)
+    if control is not None:
+        raise ApiError(
+            400,
+            f"'{name}' must not contain control characters (found U+{ord(control.group()):04X} "
+            f"at position {control.start()}).",
+            code="invalid_value",
+            param=name,
         )
     if len(value) > max_length:
         raise ApiError(
