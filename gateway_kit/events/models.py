@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, ClassVar, Literal, get_args
@@ -20,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -108,7 +110,21 @@ Timestamp = Annotated[
 ]
 #: A USD amount rounded to the micro-dollar (build it with ``usd(micro)``).
 USD = Annotated[float, AfterValidator(_to_micro_dollar)]
-Text = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode_text(value: Any) -> Any:
+    # A lone surrogate is no Unicode text: an event holding one could be neither serialized nor
+    # sent. The API refuses them, but a name stored before it did may hold one, and the event
+    # about it (webhook.stale) must not be lost for that: U+FFFD stands in.
+    if isinstance(value, str) and not value.isascii():
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    return value
+
+
+Text = Annotated[
+    str, BeforeValidator(_unicode_text), StringConstraints(min_length=1, max_length=200)
+]
 Sha256Ref = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 KeyId = Annotated[str, StringConstraints(pattern=r"^kid_[A-Za-z0-9_-]{1,64}$")]
 EventId = Annotated[str, StringConstraints(pattern=r"^evt_[A-Za-z0-9_-]{26,64}$")]
