@@ -6,10 +6,11 @@ invoice or checkout session credits the workspace named in its metadata and publ
 ``payment.succeeded``; a failed invoice payment publishes ``payment.failed``.
 
 Answers: ``400`` for a bad signature, an expired or future timestamp, or an event that cannot be
-read (nothing changes; Stripe shows the failure); ``200`` otherwise, including events that are
-ignored (other types, an unknown workspace, a currency other than USD), which are logged, and
-events already handled: a re-sent event never credits twice (credits are idempotent by invoice
-or session, failures by event id).
+read (nothing changes; Stripe shows the failure), and for a payment larger than the wallet's
+largest single top-up (``MAX_TOPUP_USD``; logged: credit it by hand); ``200`` otherwise,
+including events that are ignored (other types, an unknown workspace, a currency other than
+USD), which are logged, and events already handled: a re-sent event never credits twice
+(credits are idempotent by invoice or session, failures by event id).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from gateway_kit.accounts.wallet import MAX_TOPUP_USD
 from gateway_kit.api._common import ApiError, json_response
 from gateway_kit.events.models import Event, PaymentFailedData, PaymentSucceededData, usd
 from gateway_kit.exceptions import SignatureError
@@ -56,6 +58,9 @@ def stripe_endpoint(gateway: Gateway) -> Callable[[Request], Awaitable[Response]
             return ApiError(400, str(exc), code="invalid_signature").response()
         if notice is None:
             return json_response({"received": True, "handled": False})
+        too_large = _too_large(notice)
+        if too_large is not None:
+            return too_large.response()
         outcome = await _apply(gateway, notice)
         return json_response({"received": True, **outcome})
 
@@ -75,6 +80,26 @@ async def _body(request: Request) -> bytes:
     except ClientDisconnect:
         raise ApiError(400, "The client disconnected.", code="client_disconnected") from None
     return body
+
+
+def _too_large(notice: PaymentNotice) -> ApiError | None:
+    """A payment past what the wallet credits at once: refused, so that it shows in Stripe's
+    dashboard (and is retried) rather than being lost or overflowing the balance."""
+    micro = notice.micro_usd
+    if notice.kind != "succeeded" or micro is None or micro <= MAX_TOPUP_USD * 1_000_000:
+        return None
+    logger.warning(
+        "payment event %s of %s USD exceeds the largest top-up (%s USD): refused",
+        notice.event_id,
+        notice.amount_minor / 100,
+        MAX_TOPUP_USD,
+    )
+    return ApiError(
+        400,
+        f"Stripe event {notice.event_id}: the payment exceeds the largest single top-up the "
+        f"wallet takes ({MAX_TOPUP_USD:,} USD); credit it by hand.",
+        code="amount_too_large",
+    )
 
 
 def _now(gateway: Gateway) -> datetime:

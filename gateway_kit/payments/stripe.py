@@ -16,7 +16,12 @@ accept every header it accepts from Stripe; where it is lax, we are stricter:
   refuses only old ones), and ``tolerance=0`` means "this very second", never "no check";
 - ``t`` must be given once, as ASCII digits;
 - the body must be a UTF-8 JSON Stripe event: an ``evt_`` id, a string ``type``, an object
-  ``data.object`` (so v2 "thin" notifications are refused).
+  ``data.object`` (so v2 "thin" notifications are refused); ``NaN``, ``Infinity`` and lone
+  surrogates (``"\\ud800"``, no Unicode text) are refused, as nesting past the parser's depth;
+- ids (of the event, the invoice, the session) are at most 200 letters, digits and underscores,
+  as Stripe's are; amounts at most 12 digits (Stripe's are 8, 12 for a few currencies), so
+  that no amount overflows a 64-bit counter once in micro-USD; an attempt count outside 1 to
+  1000 reads as 1.
 
 Crediting once. For one paid invoice Stripe sends both ``invoice.paid`` and
 ``invoice.payment_succeeded``, each with its own event id; a subscription bought through Checkout
@@ -55,6 +60,13 @@ _SCHEME = "v1"
 # Up to 18 digits: int() stays cheap and anything longer is not a Unix time anyway.
 _TIMESTAMP = re.compile(r"[0-9]{1,18}")
 _CURRENCY = re.compile(r"[a-z]{3}")
+_ID = re.compile(r"[A-Za-z0-9_]{1,200}")
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+# The largest amount read, in minor units (twelve digits), and attempt count.
+_MAX_AMOUNT = 10**12 - 1
+_MAX_ATTEMPTS = 1000
+# A \ud800-\udfff escape: only a body holding one can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SUCCEEDED_INVOICE = frozenset({"invoice.paid", "invoice.payment_succeeded"})
 _FAILED_INVOICE = "invoice.payment_failed"
 _SUCCEEDED_CHECKOUT = frozenset(
@@ -148,10 +160,17 @@ def _parse_event(payload: bytes) -> dict[str, Any]:
         event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise SignatureError("the Stripe event body is not UTF-8 JSON") from exc
+    if _SURROGATE_ESCAPE.search(payload) is not None:
+        try:
+            json.dumps(event, ensure_ascii=False).encode()
+        except (UnicodeEncodeError, RecursionError) as exc:
+            raise SignatureError(
+                "the Stripe event body holds a lone surrogate (\\ud800 to \\udfff): not text"
+            ) from exc
     if not isinstance(event, dict):
         raise SignatureError("the Stripe event body is not a JSON object")
     event_id = event.get("id")
-    if not isinstance(event_id, str) or not event_id.startswith("evt_"):
+    if not (isinstance(event_id, str) and event_id.startswith("evt_") and _ID.fullmatch(event_id)):
         raise SignatureError("the Stripe event has no evt_ id")
     if not isinstance(event.get("type"), str) or not event["type"]:
         raise SignatureError(f"Stripe event {event_id} has no type")
@@ -209,10 +228,16 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _first_text(obj: Mapping[str, Any], *paths: tuple[str, ...]) -> str | None:
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) and _ID.fullmatch(value) else None
+
+
+def _first_text(
+    obj: Mapping[str, Any], *paths: tuple[str, ...], pattern: re.Pattern[str] | None = None
+) -> str | None:
     for path in paths:
         found = _text(_get(obj, *path))
-        if found is not None:
+        if found is not None and (pattern is None or pattern.fullmatch(found)):
             return found
     return None
 
@@ -221,6 +246,10 @@ def _money(obj: Mapping[str, Any], field: str, event_id: str) -> tuple[int, str]
     amount = obj.get(field)
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
         raise SignatureError(f"Stripe event {event_id}: {field} is not a non-negative integer")
+    if amount > _MAX_AMOUNT:
+        raise SignatureError(
+            f"Stripe event {event_id}: {field} has more than 12 digits, which no Stripe amount has"
+        )
     currency = obj.get("currency")
     if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency.lower()):
         raise SignatureError(f"Stripe event {event_id}: currency is not an ISO 4217 code")
@@ -228,7 +257,7 @@ def _money(obj: Mapping[str, Any], field: str, event_id: str) -> tuple[int, str]
 
 
 def _object_id(obj: Mapping[str, Any], event_id: str) -> str:
-    found = _text(obj.get("id"))
+    found = _id(obj.get("id"))
     if found is None:
         raise SignatureError(f"Stripe event {event_id}: data.object has no id")
     return found
@@ -271,8 +300,9 @@ def _invoice_notice(
         return None
     invoice_id = _object_id(invoice, event_id)
     attempts = invoice.get("attempt_count")
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+    if isinstance(attempts, bool) or not isinstance(attempts, int):
         attempts = 1
+    attempts = attempts if 1 <= attempts <= _MAX_ATTEMPTS else 1
     failure_code = None
     if failed:
         failure_code = (
@@ -281,6 +311,7 @@ def _invoice_notice(
                 ("last_finalization_error", "code"),
                 ("charge", "failure_code"),
                 ("payment_intent", "last_payment_error", "code"),
+                pattern=_CODE,
             )
             or "unknown"
         )
@@ -308,7 +339,7 @@ def _checkout_notice(event_id: str, kind: str, session: Mapping[str, Any]) -> Pa
         return None
     session_id = _object_id(session, event_id)
     # ``invoice`` is an id, or the invoice itself when expanded.
-    invoice_id = _text(session.get("invoice")) or _text(_get(session, "invoice", "id"))
+    invoice_id = _id(session.get("invoice")) or _id(_get(session, "invoice", "id"))
     return PaymentNotice(
         event_id=event_id,
         kind="succeeded",

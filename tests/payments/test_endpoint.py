@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -108,12 +109,76 @@ async def test_the_new_balance_adds_up_over_several_invoices() -> None:
 
 
 @pytest.mark.parametrize(
-    ("cents", "micro"), [(1, 10_000), (99, 990_000), (123_456_789, 1_234_567_890_000)]
+    ("cents", "micro"),
+    [(1, 10_000), (99, 990_000), (99_999_999, 999_999_990_000), (100_000_000, 10**12)],
 )
 async def test_cents_become_micro_dollars_exactly(cents: int, micro: int) -> None:
     async with stripe_gateway() as (env, _):
         assert (await post(env, paid(env, amount_paid=cents))).status == 200
         assert await balance(env) == micro
+
+
+@pytest.mark.parametrize(
+    ("cents", "code"),
+    [
+        (100_000_001, "amount_too_large"),  # a cent past the wallet's largest top-up
+        (10**12 - 1, "amount_too_large"),
+        (10**12, "invalid_signature"),  # more digits than any Stripe amount
+        (10**15, "invalid_signature"),  # once a 500: past int64 in micro-USD
+        (10**19, "invalid_signature"),
+        (10**400, "invalid_signature"),
+    ],
+    ids=["past-max-topup", "12-digits", "13-digits", "1e15", "1e19", "1e400"],
+)
+async def test_amounts_past_the_wallets_bounds_are_refused_and_credit_nothing(
+    cents: int, code: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with stripe_gateway() as (env, recorder):
+        answer = await post(env, paid(env, amount_paid=cents))
+        assert answer.status == 400
+        assert answer.json()["error"]["code"] == code
+        assert await balance(env) == 0
+        assert of_type(recorder, "payment.succeeded") == []
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b'"amount_paid": 2000', b'"amount_paid": NaN'),
+        (b'"amount_paid": 2000', b'"amount_paid": 1e400'),
+        (b'"amount_paid": 2000', b'"amount_paid": -Infinity'),
+        (b'"id": "evt_1SGk', b'"id": "evt_\\ud800'),
+        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\udfff"'),
+        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_' + b"x" * 300 + b'"'),
+        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\u001b[2J"'),
+        (b'"currency": "usd"', b'"currency": "\xed\xa0\x80sd"'),  # UTF-8 of a surrogate
+    ],
+    ids=[
+        "nan",
+        "infinity",
+        "minus-infinity",
+        "surrogate-event-id",
+        "surrogate-invoice-id",
+        "long-invoice-id",
+        "escape-in-invoice-id",
+        "encoded-surrogate",
+    ],
+)
+async def test_signed_but_hostile_events_are_a_400_not_a_server_error(
+    old: bytes, new: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with stripe_gateway() as (env, recorder):
+        body = paid(env)
+        assert old in body
+        answer = await post(env, body.replace(old, new, 1))
+        assert answer.status == 400
+        assert answer.json()["error"]["code"] == "invalid_signature"
+        assert await balance(env) == 0
+        assert recorder.events == []
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        deep = await post(env, b"[" * 5000 + b"]" * 5000)
+        assert deep.json()["error"]["code"] == "invalid_signature"
 
 
 async def test_a_resent_event_is_acknowledged_but_credits_once() -> None:

@@ -330,6 +330,9 @@ def test_a_missing_secret_fails(secret: str) -> None:
         ('{"id":"evt_1"}'.encode("utf-16"), "not UTF-8 JSON"),
         (b'{"id": "evt_1", "type": "x", "data": {"object": {"n": NaN}}}', "not UTF-8 JSON"),
         (b"[" * 100_000, "not UTF-8 JSON"),
+        (b'{"id": "evt_1\\ud800", "type": "x", "data": {"object": {}}}', "lone surrogate"),
+        (b'{"id": "evt_1", "type": "x\\uDFFF", "data": {"object": {}}}', "lone surrogate"),
+        (b'{"id": "evt_' + b"1" * 300 + b'", "type": "x", "data": {"object": {}}}', "no evt_ id"),
         (b'["evt_1"]', "not a JSON object"),
         (b'"evt_1"', "not a JSON object"),
         (b'{"type": "invoice.paid", "data": {"object": {}}}', "no evt_ id"),
@@ -355,6 +358,9 @@ def test_a_missing_secret_fails(secret: str) -> None:
         "utf16",
         "nan",
         "deeply-nested",
+        "surrogate-id",
+        "surrogate-type",
+        "long-id",
         "array",
         "string",
         "no-id",
@@ -478,7 +484,7 @@ def test_the_failure_code_comes_from_what_the_invoice_carries(
     assert notice.failure_code == code
 
 
-@pytest.mark.parametrize("attempts", [None, 0, "3", True])
+@pytest.mark.parametrize("attempts", [None, 0, "3", True, 1001, 10**19])
 def test_the_attempt_count_is_at_least_one(attempts: object) -> None:
     obj = failed_invoice(attempt_count=attempts)
     if attempts is None:
@@ -486,6 +492,39 @@ def test_the_attempt_count_is_at_least_one(attempts: object) -> None:
     notice = parse_payment(event("invoice.payment_failed", obj, event_id="evt_1"))
     assert notice is not None
     assert notice.attempt_count == 1
+
+
+@pytest.mark.parametrize("code", ["\x1b[2Jcard_declined", "x" * 101, "card declined", 7])
+def test_a_failure_code_that_is_no_code_reads_as_unknown(code: object) -> None:
+    obj = failed_invoice(last_finalization_error={"code": code})
+    notice = parse_payment(event("invoice.payment_failed", obj, event_id="evt_1"))
+    assert notice is not None
+    assert notice.failure_code == "unknown"
+
+
+@pytest.mark.parametrize("invoice_id", ["in_\x1b[2J", "in_\ud800", "in_" + "x" * 200, "in 1", ""])
+def test_an_invoice_id_that_is_no_stripe_id_fails(invoice_id: str) -> None:
+    with pytest.raises(SignatureError, match="has no id"):
+        parse_payment(event("invoice.paid", invoice(id=invoice_id), event_id="evt_1"))
+
+
+@pytest.mark.parametrize(
+    ("field", "amount"), [("amount_paid", 10**12), ("amount_paid", 10**19), ("amount_due", 10**15)]
+)
+def test_amounts_of_more_than_twelve_digits_fail(field: str, amount: int) -> None:
+    kind, obj = (
+        ("invoice.paid", invoice(amount_paid=amount))
+        if field == "amount_paid"
+        else ("invoice.payment_failed", failed_invoice(amount_due=amount))
+    )
+    with pytest.raises(SignatureError, match=f"{field} has more than 12 digits"):
+        parse_payment(event(kind, obj, event_id="evt_1"))
+
+
+def test_twelve_digits_are_read_and_fit_a_counter_in_micro_usd() -> None:
+    notice = parse_payment(event("invoice.paid", invoice(amount_paid=10**12 - 1), event_id="e"))
+    assert notice is not None
+    assert notice.micro_usd == (10**12 - 1) * 10_000 < 2**63
 
 
 def test_a_subscription_invoice_finds_the_workspace_in_the_subscription_metadata() -> None:
