@@ -11,9 +11,14 @@ from typing import Any
 import anyio
 import pytest
 
+from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.periods import period_at
 from gateway_kit.cost.tokens import estimate_prompt_tokens
 from gateway_kit.events.bus import EventRecorder
+from gateway_kit.layers.budget import BudgetMiddleware
+from gateway_kit.layers.budget.step import BudgetStep
+from gateway_kit.pipeline import RequestContext
+from gateway_kit.pipeline.verdicts import Refusal
 from gateway_kit.storage import MemoryStorage
 from tests.fakes import (
     COMPLETION,
@@ -290,3 +295,133 @@ async def test_the_context_holds_every_layers_verdict_and_the_events_raised() ->
         assert ctx.verdicts["budget"].band == "warn"
         assert [(e.event, e.data.verdict) for e in ctx.events] == [("budget.alert", "warn")]
         assert seen[0].events == []
+
+
+async def test_a_request_priced_past_the_cap_alone_is_refused_and_alerts_nothing() -> None:
+    # The cap is $0.01; this first request's estimate (20 choices) is twice that.
+    async with budgeted() as (env, recorder):
+        refused = await env.chat(messages=HELLO, n=20)
+        assert refused.status == 402
+        assert refused.json()["error"]["code"] == "budget_exceeded"
+        assert alerts(recorder) == []
+        assert (await totals(env)).committed == 0
+
+        # The period's alerts are all still to come, once each, as real spend crosses them.
+        statuses = [(await env.chat(messages=HELLO)).status for _ in range(10)]
+        assert statuses == [200] * 10
+        assert alerts(recorder) == ["warn", "downgrade"]
+        assert (await env.chat(messages=HELLO)).status == 402  # the spend is at the cap
+        assert (await env.chat(messages=HELLO, n=20)).status == 402
+        assert alerts(recorder) == ["warn", "downgrade", "block"]
+        block = [e for e in recorder.events if e.event == "budget.alert"][-1]
+        assert (block.data.spent_usd, block.data.cap_usd) == (0.01, 0.01)
+
+
+async def test_a_refusal_below_the_cap_alerts_nothing_even_late_in_the_period() -> None:
+    async with budgeted() as (env, recorder):
+        for _ in range(9):
+            assert (await env.chat(messages=HELLO)).status == 200
+        assert alerts(recorder) == ["warn", "downgrade"]
+        # 9000 of 10000 spent: two choices no longer fit, but the spend has not used the cap up.
+        assert (await env.chat(messages=HELLO, n=2)).status == 402
+        assert alerts(recorder) == ["warn", "downgrade"]
+        assert (await env.chat(messages=HELLO)).status == 200  # one still fits
+        assert alerts(recorder) == ["warn", "downgrade"]
+
+
+async def test_a_settlement_past_the_cap_alerts_what_the_real_spend_crossed() -> None:
+    async with budgeted() as (env, recorder):
+        # Upstream reports far more output than the estimate held: the settled spend passes
+        # every threshold at once, and each is alerted once.
+        usage = {"prompt_tokens": PROMPT, "completion_tokens": 2 * CAP}
+        env.upstream.json_body = {**COMPLETION, "usage": usage}
+        assert (await env.chat(messages=HELLO)).status == 200
+        assert alerts(recorder) == ["warn", "downgrade", "block"]
+        spent = (await totals(env)).committed
+        assert spent == PROMPT + 2 * CAP
+        assert {e.data.spent_usd for e in recorder.events} == {spent / 1_000_000}
+        assert (await env.chat(messages=HELLO)).status == 402
+        assert len(alerts(recorder)) == 3
+
+
+async def test_an_estimate_past_any_counter_is_refused_not_a_server_error() -> None:
+    options = config()
+    options["models"][0]["price"] = {
+        "input_usd_per_mtok": "1",
+        "output_usd_per_mtok": str(10**16),  # 10**16 micro-USD a token: past int64 at once
+    }
+    async with provisioned("capped", **options) as env:
+        response = await env.chat(messages=HELLO)
+        assert response.status == 402
+        assert response.json()["error"]["code"] == "budget_exceeded"
+        assert (await totals(env)).committed == 0
+        assert env.upstream.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("n", 10**16),
+        ("n", 129),
+        ("n", 0),
+        ("max_tokens", 2**31),
+        ("max_completion_tokens", 10**19),
+        ("top_logprobs", 21),
+        ("top_logprobs", -1),
+    ],
+)
+async def test_integers_past_their_bounds_are_a_400_before_the_budget_prices_them(
+    field: str, value: int
+) -> None:
+    async with budgeted() as (env, recorder):
+        response = await env.chat(messages=HELLO, **{field: value})
+        assert response.status == 400
+        error = response.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_type", field)
+        assert "from" in error["message"]
+        assert (await totals(env)).committed == 0
+        assert alerts(recorder) == []
+
+
+class RefusesAfterTheStep:
+    """A participant whose decision, once the step ran, refuses the request: every counter the
+    step took is given back, the budget's reservation included."""
+
+    concern = "other"
+
+    def contribute(self, ctx: Any) -> None:
+        return None
+
+    def decide(self, ctx: Any, result: Any) -> Refusal:
+        return Refusal(429, "Refused after the step.", code="refused_after")
+
+    def refused(self, ctx: Any, result: Any) -> Refusal:
+        raise AssertionError("the step was not refused")
+
+    def failed(self, ctx: Any, error: Any) -> None:
+        return None
+
+    def settle(self, ctx: Any, admitted: bool) -> None:
+        return None
+
+
+async def test_a_reservation_given_back_alerts_nothing() -> None:
+    async with budgeted() as (env, recorder):
+        gateway = env.gateway
+        [key] = await gateway.keys.list(env.workspace_id)
+        principal = Principal(env.workspace_id, key.key_id, key.scope_set)
+        layer = BudgetMiddleware(env.recorder.app, gateway=gateway)
+        cap, key_cap = await layer._caps(principal)
+        period = period_at(env.clock(), "month")
+        payload = {"model": "gpt-fake", "messages": HELLO, "n": 9}  # 90 % of the cap at once
+        ctx = RequestContext()
+        step = BudgetStep(layer, principal, period, payload, cap, key_cap, False)
+        ctx.admission.join(step)
+        ctx.admission.join(RefusesAfterTheStep())
+        refusal = await ctx.admission.commit(ctx, gateway.storage)
+        assert refusal is not None
+        assert refusal.code == "refused_after"
+        assert ctx.verdicts["budget"].alerts == ("warn",)  # what the reservation reached...
+        await ctx.admission.settle(ctx, ctx.admission.settlements(ctx))
+        assert alerts(recorder) == []  # ...but it did not stand
+        assert (await totals(env)).committed == 0

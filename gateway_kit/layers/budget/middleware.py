@@ -3,6 +3,7 @@ alerts once per threshold and period."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
@@ -15,7 +16,7 @@ from gateway_kit.config import Mode, OnError
 from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.layers.budget.policy import BudgetPolicy, BudgetVerdict
+from gateway_kit.layers.budget.policy import BudgetPolicy, BudgetVerdict, Threshold
 from gateway_kit.layers.budget.step import BudgetStep
 from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
 from gateway_kit.pipeline.layer import PolicyLayer
@@ -111,13 +112,21 @@ class BudgetMiddleware(PolicyLayer):
         return cap, settings.key_caps.get(principal.key_id)
 
     async def alert(
-        self, ctx: RequestContext, workspace_id: str, period: Period, verdict: BudgetVerdict
+        self,
+        ctx: RequestContext,
+        workspace_id: str,
+        period: Period,
+        thresholds: Iterable[Threshold],
+        committed: int,
+        cap: int | None,
     ) -> None:
-        """Publish ``budget.alert`` for each threshold reached that nobody has published this
-        period (any process)."""
-        for threshold in verdict.alerts:
+        """Publish ``budget.alert`` for each of ``thresholds`` (reached by the ``committed``
+        spend) that nobody has published this period (any process)."""
+        if cap is None:
+            return
+        for threshold in thresholds:
             mark = (workspace_id, period.id, threshold)
-            if mark in self.alerted or verdict.cap is None:
+            if mark in self.alerted:
                 continue
             first = await self.storage.set(
                 f"{workspace_id}:budget:alert:{period.id}:{threshold}",
@@ -131,8 +140,8 @@ class BudgetMiddleware(PolicyLayer):
             if not first:
                 continue
             data = BudgetAlertData(
-                cap_usd=usd(verdict.cap),
-                spent_usd=usd(max(0, min(verdict.committed, 2**53))),
+                cap_usd=usd(cap),
+                spent_usd=usd(max(0, min(committed, 2**53))),
                 verdict=threshold,
                 threshold_pct=int(self.policy.thresholds.fraction(threshold) * 100),
                 period_reset_at=datetime.fromtimestamp(period.end.timestamp(), UTC),

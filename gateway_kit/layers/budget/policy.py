@@ -28,7 +28,8 @@ class BudgetVerdict(Verdict):
     #: The model the request goes to instead (a downgrade).
     downgrade_to: str | None = None
     downgraded_from: str | None = None
-    #: Thresholds the committed spend reached: ``budget.alert`` for each (once per period).
+    #: Thresholds the committed spend reached: ``budget.alert`` for each (once per period) if
+    #: the reservation stood, or was refused with the spend at the cap.
     alerts: tuple[Threshold, ...] = ()
     committed: int = 0
     cap: int | None = None
@@ -105,7 +106,9 @@ class BudgetPolicy:
     def refused(
         self, reason: Literal["budget", "key_budget", "wallet"], committed: int, cap: int | None
     ) -> BudgetVerdict:
-        """The reservation did not fit: a 402."""
+        """The reservation did not fit: a 402. ``committed`` is the spend as it stands, without
+        this request: ``block`` is alerted only when that spend alone has used the cap up (a
+        single request priced past the cap says nothing about the spend)."""
         if reason == "wallet":
             message = "The wallet balance cannot cover this request. Top up the wallet to continue."
             code, header = "insufficient_balance", "wallet"
@@ -116,7 +119,8 @@ class BudgetPolicy:
                 "wait for the period to reset."
             )
             code, header = "budget_exceeded", "block"
-        alerts: tuple[Threshold, ...] = ("block",) if reason == "budget" and cap is not None else ()
+        used_up = reason == "budget" and cap is not None and committed >= self.thresholds.limit(cap)
+        alerts: tuple[Threshold, ...] = ("block",) if used_up else ()
         return BudgetVerdict(
             action="block",
             refusal=Refusal(402, message, code=code, type="insufficient_quota"),

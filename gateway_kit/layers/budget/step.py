@@ -16,6 +16,7 @@ from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
 from gateway_kit.storage import Increment, IncrManyResult
+from gateway_kit.storage.checks import INT64_MAX
 
 if TYPE_CHECKING:
     from gateway_kit.layers.budget.middleware import BudgetMiddleware
@@ -51,6 +52,7 @@ class BudgetStep:
         self._reservation: Reservation | None = None
         self._verdict: BudgetVerdict | None = None
         self._in_step = False
+        self._refused = False
 
     def _ops(self, amount: int) -> Contribution:
         layer, principal = self._layer, self._principal
@@ -80,11 +82,10 @@ class BudgetStep:
         return self._layer.gateway.wallet.debt_key(self._principal.workspace_id)
 
     def contribute(self, ctx: RequestContext) -> Contribution | None:
-        layer = self._layer
         self._model = ctx.model or self._payload["model"]
         if self._cap is None and self._key_cap is None and not self._billing:
             return None  # nothing to hold against: spend is recorded after the response
-        estimate = layer.gateway.costs.reservation(self._model, self._payload)
+        estimate = self._reservation_of(self._model)
         if estimate is None:
             # A model nobody priced cannot be held against a cap: served, and said so.
             self._record(ctx, BudgetVerdict(action="unpriced", header="unpriced"))
@@ -92,6 +93,14 @@ class BudgetStep:
         self._estimate = estimate
         self._in_step = True
         return self._ops(estimate)
+
+    def _reservation_of(self, model: str) -> int | None:
+        estimate = self._layer.gateway.costs.reservation(model, self._payload)
+        # A second line of defence behind the request's validation (n, max_tokens...): whatever
+        # the request and the prices, the amount stays one a 64-bit counter holds, so the step
+        # refuses it (every reservation has a limit: the cap, a key's cap or the wallet's 0)
+        # instead of failing on an increment no storage can make.
+        return None if estimate is None else min(estimate, INT64_MAX)
 
     def _record(self, ctx: RequestContext, verdict: BudgetVerdict) -> None:
         self._verdict = verdict
@@ -135,13 +144,14 @@ class BudgetStep:
             reason = "key_budget"
         target = layer.policy.target(self._model)
         if reason == "budget" and target is not None and not self._downgraded:
-            cheaper = layer.gateway.costs.reservation(target, self._payload)
+            cheaper = self._reservation_of(target)
             if cheaper is not None:
                 # Past the cap at this model's price: the downgrade target may still fit.
                 self._downgraded = True
                 self._estimate = cheaper
                 return Amend(self._ops(cheaper))
         verdict = layer.policy.refused(reason, committed, self._cap)
+        self._refused = True
         self._record(ctx, verdict)
         assert verdict.refusal is not None
         return verdict.refusal
@@ -169,7 +179,15 @@ class BudgetStep:
                 savings,
                 extra=[(self._debt, actual)] if self._billing else (),
             )
+        # Alerts follow the committed spend, never a reservation that did not stand: those of
+        # the verdict when the reservation was admitted and kept (not given back because
+        # another layer refused the request) or when the policy refused it (then ``block``,
+        # and only if the spend as it stands has used the cap up), and those the committed
+        # spend reaches once the real cost replaces the estimate.
         verdict = self._verdict
+        step_alerts = verdict.alerts if verdict is not None and (admitted or self._refused) else ()
+        cap = self._cap
+        committed_key = self._layer.gateway.ledger.key(principal.workspace_id, period, "committed")
 
         async def then(values: Mapping[str, int]) -> None:
             layer = self._layer
@@ -177,9 +195,14 @@ class BudgetStep:
                 ctx.events += await layer.gateway.wallet.check_low_balance(
                     principal.workspace_id, -values[self._debt]
                 )
-            if verdict is not None and verdict.alerts:
-                await layer.alert(ctx, principal.workspace_id, period, verdict)
+            if verdict is not None and step_alerts:
+                await layer.alert(
+                    ctx, principal.workspace_id, period, step_alerts, verdict.committed, cap
+                )
+            settled = values.get(committed_key)
+            if settled is not None and (reached := layer.policy.reached(settled, cap)):
+                await layer.alert(ctx, principal.workspace_id, period, reached, settled, cap)
 
-        if not increments and (verdict is None or not verdict.alerts):
+        if not increments and not step_alerts:
             return None
         return Settlement(increments, then)
