@@ -5,8 +5,9 @@ Stripe (or anything signing the way it does) posts events here; no API key, the
 invoice or checkout session credits the workspace named in its metadata and publishes
 ``payment.succeeded``; a failed invoice payment publishes ``payment.failed``.
 
-Answers: ``400`` for a bad signature, an expired or future timestamp, or an event that cannot be
-read (nothing changes; Stripe shows the failure), and for a payment larger than the wallet's
+Answers: ``400`` for a bad signature (``invalid_signature``), an expired or future timestamp, or
+an event that cannot be read (``invalid_json`` when the authentic body is no JSON to read;
+nothing changes, Stripe shows the failure), and for a payment larger than the wallet's
 largest single top-up (``MAX_TOPUP_USD``; logged: credit it by hand); ``200`` otherwise,
 including events that are ignored (other types, an unknown workspace, a currency other than
 USD), which are logged, and events already handled: a re-sent event never credits twice
@@ -28,6 +29,7 @@ from gateway_kit.events.models import Event, PaymentFailedData, PaymentSucceeded
 from gateway_kit.exceptions import SignatureError
 from gateway_kit.gateway import Gateway
 from gateway_kit.payments import PaymentNotice, parse_payment, verify_stripe_event
+from gateway_kit.payments.stripe import UnreadableEventError
 
 logger = logging.getLogger("gateway_kit.payments")
 
@@ -54,6 +56,8 @@ def stripe_endpoint(gateway: Gateway) -> Callable[[Request], Awaitable[Response]
             notice = parse_payment(event)
         except ApiError as exc:
             return exc.response()
+        except UnreadableEventError as exc:
+            return ApiError(400, str(exc), code="invalid_json").response()
         except SignatureError as exc:
             return ApiError(400, str(exc), code="invalid_signature").response()
         if notice is None:

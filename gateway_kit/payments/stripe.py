@@ -54,7 +54,13 @@ from typing import Any, Literal
 
 from gateway_kit.exceptions import SignatureError
 
-__all__ = ["PaymentNotice", "parse_payment", "sign_stripe_payload", "verify_stripe_event"]
+__all__ = [
+    "PaymentNotice",
+    "UnreadableEventError",
+    "parse_payment",
+    "sign_stripe_payload",
+    "verify_stripe_event",
+]
 
 _SCHEME = "v1"
 # Up to 18 digits: int() stays cheap and anything longer is not a Unix time anyway.
@@ -73,6 +79,11 @@ _SUCCEEDED_CHECKOUT = frozenset(
     {"checkout.session.completed", "checkout.session.async_payment_succeeded"}
 )
 _HANDLED = _SUCCEEDED_INVOICE | _SUCCEEDED_CHECKOUT | {_FAILED_INVOICE}
+
+
+class UnreadableEventError(SignatureError):
+    """The body is authentic (a signature matched) but no JSON to read: not UTF-8, ``NaN`` or
+    ``Infinity``, a lone surrogate, nesting past the parser's depth."""
 
 
 def _signature(payload: bytes, secret: str, timestamp: int) -> str:
@@ -159,12 +170,12 @@ def _parse_event(payload: bytes) -> dict[str, Any]:
     try:
         event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise SignatureError("the Stripe event body is not UTF-8 JSON") from exc
+        raise UnreadableEventError("the Stripe event body is not UTF-8 JSON") from exc
     if _SURROGATE_ESCAPE.search(payload) is not None:
         try:
             json.dumps(event, ensure_ascii=False).encode()
         except (UnicodeEncodeError, RecursionError) as exc:
-            raise SignatureError(
+            raise UnreadableEventError(
                 "the Stripe event body holds a lone surrogate (\\ud800 to \\udfff): not text"
             ) from exc
     if not isinstance(event, dict):

@@ -143,16 +143,21 @@ async def test_amounts_past_the_wallets_bounds_are_refused_and_credit_nothing(
 
 
 @pytest.mark.parametrize(
-    ("old", "new"),
+    ("old", "new", "code"),
     [
-        (b'"amount_paid": 2000', b'"amount_paid": NaN'),
-        (b'"amount_paid": 2000', b'"amount_paid": 1e400'),
-        (b'"amount_paid": 2000', b'"amount_paid": -Infinity'),
-        (b'"id": "evt_1SGk', b'"id": "evt_\\ud800'),
-        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\udfff"'),
-        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_' + b"x" * 300 + b'"'),
-        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\u001b[2J"'),
-        (b'"currency": "usd"', b'"currency": "\xed\xa0\x80sd"'),  # UTF-8 of a surrogate
+        (b'"amount_paid": 2000', b'"amount_paid": NaN', "invalid_json"),
+        (b'"amount_paid": 2000', b'"amount_paid": 1e400', "invalid_signature"),
+        (b'"amount_paid": 2000', b'"amount_paid": -Infinity', "invalid_json"),
+        (b'"id": "evt_1SGk', b'"id": "evt_\\ud800', "invalid_json"),
+        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\udfff"', "invalid_json"),
+        (
+            b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"',
+            b'"id": "in_' + b"x" * 300 + b'"',
+            "invalid_signature",
+        ),
+        (b'"id": "in_1SGk2hLkdIwHu7ixQq0pTz9a"', b'"id": "in_\\u001b[2J"', "invalid_signature"),
+        # The UTF-8 bytes of a surrogate.
+        (b'"currency": "usd"', b'"currency": "\xed\xa0\x80sd"', "invalid_json"),
     ],
     ids=[
         "nan",
@@ -166,19 +171,20 @@ async def test_amounts_past_the_wallets_bounds_are_refused_and_credit_nothing(
     ],
 )
 async def test_signed_but_hostile_events_are_a_400_not_a_server_error(
-    old: bytes, new: bytes, caplog: pytest.LogCaptureFixture
+    old: bytes, new: bytes, code: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with stripe_gateway() as (env, recorder):
         body = paid(env)
         assert old in body
         answer = await post(env, body.replace(old, new, 1))
         assert answer.status == 400
-        assert answer.json()["error"]["code"] == "invalid_signature"
+        # Authentic, but no JSON to read (invalid_json), or no Stripe event (invalid_signature).
+        assert answer.json()["error"]["code"] == code
         assert await balance(env) == 0
         assert recorder.events == []
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
         deep = await post(env, b"[" * 5000 + b"]" * 5000)
-        assert deep.json()["error"]["code"] == "invalid_signature"
+        assert deep.json()["error"]["code"] == "invalid_json"
 
 
 async def test_a_resent_event_is_acknowledged_but_credits_once() -> None:
@@ -309,7 +315,8 @@ async def test_unauthentic_or_unreadable_events_are_refused_and_change_nothing(c
         assert response.headers["content-type"] == "application/json"
         error = response.json()["error"]
         assert set(error) == {"message", "type", "param", "code"}
-        assert (error["type"], error["code"]) == ("invalid_request_error", "invalid_signature")
+        code = "invalid_json" if case == "not JSON" else "invalid_signature"
+        assert (error["type"], error["code"]) == ("invalid_request_error", code)
         assert SECRET not in error["message"]
         assert await balance(env) == 0
         assert recorder.events == []

@@ -19,6 +19,7 @@ from gateway_kit.payments import (
     sign_stripe_payload,
     verify_stripe_event,
 )
+from gateway_kit.payments.stripe import UnreadableEventError
 from tests.payments.stripe_events import (
     event,
     failed_invoice,
@@ -717,3 +718,20 @@ def test_signed_verified_and_parsed_end_to_end() -> None:
     notice = parse_payment(verify_stripe_event(body, header, SECRET, now=NOW + 42))
     assert notice is not None
     assert (notice.kind, notice.workspace_id, notice.attempt_count) == ("failed", "ws_acme", 2)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"{nope", b"[" * 5000, b'{"n": NaN}', b'"\\ud800"', b'"\xed\xa0\x80"'],
+    ids=["not-json", "deep", "nan", "surrogate", "encoded-surrogate"],
+)
+def test_an_authentic_body_that_is_no_json_to_read_is_told_apart(payload: bytes) -> None:
+    header = sign_stripe_payload(payload, SECRET, timestamp=NOW)
+    with pytest.raises(UnreadableEventError):
+        verify_stripe_event(payload, header, SECRET, now=NOW)
+    other = b'{"id": "in_1", "type": "invoice.paid", "data": {"object": {}}}'
+    with pytest.raises(SignatureError) as caught:
+        verify_stripe_event(
+            other, sign_stripe_payload(other, SECRET, timestamp=NOW), SECRET, now=NOW
+        )
+    assert not isinstance(caught.value, UnreadableEventError)
