@@ -30,6 +30,7 @@ from gateway_kit.exceptions import SignatureError
 from gateway_kit.gateway import Gateway
 from gateway_kit.payments import PaymentNotice, parse_payment, verify_stripe_event
 from gateway_kit.payments.stripe import UnreadableEventError
+from gateway_kit.pipeline.body import parse_json
 
 logger = logging.getLogger("gateway_kit.payments")
 
@@ -52,6 +53,7 @@ def stripe_endpoint(gateway: Gateway) -> Callable[[Request], Awaitable[Response]
                 config.stripe_webhook_secret.get_secret_value(),
                 tolerance=config.stripe_tolerance_s,
                 now=gateway.clock(),
+                loads=parse_json,  # as strict as every JSON body: depth, 1e400, surrogates
             )
             notice = parse_payment(event)
         except ApiError as exc:

@@ -48,7 +48,7 @@ import hmac
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -126,13 +126,17 @@ def verify_stripe_event(
     *,
     tolerance: int = 300,
     now: float | None = None,
+    loads: Callable[[bytes], Any] | None = None,
 ) -> dict[str, Any]:
     """The Stripe event in the raw ``payload``, once ``header`` proves it authentic and fresh.
 
     ``secret`` is the endpoint's whole ``whsec_...`` string; ``now`` defaults to the clock.
     Raises ``SignatureError`` saying why (never quoting the secret) for a missing or malformed
     header, no ``v1`` signature, no matching one, a timestamp more than ``tolerance`` seconds
-    away from ``now`` in either direction, or a body that is not a Stripe event object.
+    away from ``now`` in either direction, or a body that is not a Stripe event object
+    (``UnreadableEventError`` when it is no JSON to read). ``loads`` parses the authentic body
+    (a ``ValueError`` from it: unreadable), by default UTF-8 JSON without ``NaN``, ``Infinity``
+    or lone surrogates; an application passes its own stricter reader.
     """
     if tolerance < 0:
         raise ValueError("tolerance must not be negative")
@@ -159,25 +163,29 @@ def verify_stripe_event(
             f"the Stripe-Signature timestamp is {-age:.0f} s in the future, beyond the "
             f"{tolerance} s tolerance (a clock out of sync)"
         )
-    return _parse_event(payload)
+    return _parse_event(payload, loads or _loads)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _parse_event(payload: bytes) -> dict[str, Any]:
-    try:
-        event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise UnreadableEventError("the Stripe event body is not UTF-8 JSON") from exc
+def _loads(payload: bytes) -> Any:
+    event = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
     if _SURROGATE_ESCAPE.search(payload) is not None:
         try:
             json.dumps(event, ensure_ascii=False).encode()
-        except (UnicodeEncodeError, RecursionError) as exc:
-            raise UnreadableEventError(
-                "the Stripe event body holds a lone surrogate (\\ud800 to \\udfff): not text"
-            ) from exc
+        except UnicodeEncodeError:
+            raise ValueError("it holds a lone surrogate (\\ud800 to \\udfff)") from None
+    return event
+
+
+def _parse_event(payload: bytes, loads: Callable[[bytes], Any]) -> dict[str, Any]:
+    try:
+        event = loads(payload)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise UnreadableEventError(f"the Stripe event body is not UTF-8 JSON ({reason})") from exc
     if not isinstance(event, dict):
         raise SignatureError("the Stripe event body is not a JSON object")
     event_id = event.get("id")

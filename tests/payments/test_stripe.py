@@ -735,3 +735,15 @@ def test_an_authentic_body_that_is_no_json_to_read_is_told_apart(payload: bytes)
             other, sign_stripe_payload(other, SECRET, timestamp=NOW), SECRET, now=NOW
         )
     assert not isinstance(caught.value, UnreadableEventError)
+
+
+def test_an_application_reads_the_authentic_body_with_its_own_parser() -> None:
+    def strict(payload: bytes) -> object:
+        raise ValueError("it nests too deep for us")
+
+    header = sign_stripe_payload(PAYLOAD, SECRET, timestamp=NOW)
+    with pytest.raises(UnreadableEventError, match="it nests too deep for us"):
+        verify_stripe_event(PAYLOAD, header, SECRET, now=NOW, loads=strict)
+    with pytest.raises(SignatureError, match="no Stripe-Signature v1 signature matches"):
+        # The signature is checked first: a forged body never reaches the parser.
+        verify_stripe_event(PAYLOAD + b" ", header, SECRET, now=NOW, loads=strict)
