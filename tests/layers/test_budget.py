@@ -411,11 +411,10 @@ async def test_a_reservation_given_back_alerts_nothing() -> None:
         [key] = await gateway.keys.list(env.workspace_id)
         principal = Principal(env.workspace_id, key.key_id, key.scope_set)
         layer = BudgetMiddleware(env.recorder.app, gateway=gateway)
-        cap, key_cap = await layer._caps(principal)
         period = period_at(env.clock(), "month")
         payload = {"model": "gpt-fake", "messages": HELLO, "n": 9}  # 90 % of the cap at once
         ctx = RequestContext()
-        step = BudgetStep(layer, principal, period, payload, cap, key_cap, False)
+        step = BudgetStep(layer, principal, period, payload, CAP, None, False)
         ctx.admission.join(step)
         ctx.admission.join(RefusesAfterTheStep())
         refusal = await ctx.admission.commit(ctx, gateway.storage)
