@@ -19,6 +19,7 @@ from typing import Literal
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.scopes import KeyScope, role_of
+from gateway_kit.accounts.workspaces import Workspace
 from gateway_kit.config import Mode, OnError
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
@@ -36,6 +37,7 @@ class AuthVerdict(Verdict):
     """``principal`` when admitted; otherwise ``refusal`` says why not (401 or 403)."""
 
     principal: Principal | None = None
+    workspace: Workspace | None = None
 
 
 def _refused(status: int, code: str, message: str) -> AuthVerdict:
@@ -108,7 +110,7 @@ class AuthPolicy:
             return _SUSPENDED
         if scope is not None and not principal.allows(scope):
             return missing_scope(scope, principal)
-        return AuthVerdict(principal=principal)
+        return AuthVerdict(principal=principal, workspace=workspace)
 
 
 class AuthMiddleware(PolicyLayer):
@@ -159,5 +161,5 @@ class AuthMiddleware(PolicyLayer):
         if verdict.refusal is not None:
             await verdict.refusal.send(send)
             return None
-        ctx.principal = verdict.principal
+        ctx.principal, ctx.workspace = verdict.principal, verdict.workspace
         return receive

@@ -191,7 +191,7 @@ class LimitsMiddleware(PolicyLayer):
         assert principal is not None
         gateway = self._gateway
         try:
-            workspace = await gateway.workspaces.cached(principal.workspace_id)
+            workspace = ctx.workspace or await gateway.workspaces.cached(principal.workspace_id)
         except StorageError as exc:
             refusal = unavailable(self.concern, self.on_error, exc)
             if refusal is not None:

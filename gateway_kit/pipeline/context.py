@@ -22,6 +22,7 @@ from gateway_kit.pipeline.transforms import ResponseTransform
 from gateway_kit.pipeline.verdicts import Verdict
 
 if TYPE_CHECKING:
+    from gateway_kit.accounts.workspaces import Workspace
     from gateway_kit.cost.costs import RequestCost
     from gateway_kit.events.models import Event
     from gateway_kit.routing.models import ModelRoute
@@ -38,6 +39,8 @@ class RequestContext:
     request_id: str = ""
     started_at: float = field(default_factory=time.perf_counter)
     principal: Principal | None = None
+    #: The principal's workspace record as Auth read it (later layers need its plan).
+    workspace: Workspace | None = None
     #: The raw request body once read; ``None`` until a layer (or the endpoint) reads it.
     body: bytes | None = None
     #: The parsed chat request, once parsed. Layers that change it call ``replace_json``.

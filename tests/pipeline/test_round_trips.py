@@ -194,3 +194,44 @@ async def test_a_warm_request_makes_one_round_trip_before_upstream_and_one_after
                 assert [name for name, _ in calls] == ["incr_many"], calls
                 # After the response: the settlement, one step (the budget's real cost).
                 assert [name for name, _ in storage.calls] == ["incr_many", "incr_many"]
+
+
+def _upstream(http: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json=COMPLETION)
+
+
+async def test_without_caches_the_workspace_is_read_once_per_request() -> None:
+    """Auth reads the key and its workspace (suspended?); Limits and Budget take the workspace
+    from the context instead of reading it again."""
+    config = GatewayConfig.model_validate(
+        {
+            "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],
+            "models": [
+                {
+                    "name": "gpt-fake",
+                    "provider": "up",
+                    "price": {"input_usd_per_mtok": "1", "output_usd_per_mtok": "2"},
+                }
+            ],
+            "plans": {"p": {"included_requests": 100, "burst_limit_rpm": 100, "budget_usd": 5}},
+            "default_plan": "p",
+            "auth": {"cache_ttl_s": 0},
+        }
+    )
+    clock = FakeClock(1_795_000_000.0)
+    async with counting(MemoryStorage)(clock=clock) as storage:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(_upstream))
+        async with Gateway(config, storage=storage, http_client=client, clock=clock) as gateway:
+            workspace = await gateway.workspaces.create("a@example.com")
+            key = (await gateway.keys.create(workspace.id)).secret
+            recorder = ASGIRecorder(chat_app(gateway, toy=False))
+            storage.calls.clear()
+            answer = await recorder.request(
+                "POST",
+                "/v1/chat/completions",
+                json={"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"authorization": f"Bearer {key}"},
+            )
+            assert answer.status == 200
+            reads = [key for name, key in storage.calls if name == "get"]
+            assert reads.count(f"{workspace.id}:workspace") == 1, storage.calls

@@ -86,7 +86,7 @@ class BudgetMiddleware(PolicyLayer):
             billing = await gateway.wallet.billing(principal.workspace_id)
             cap = key_cap = None
             if self.mode is not Mode.OFF:
-                cap, key_cap = await self._caps(principal)
+                cap, key_cap = await self._caps(ctx, principal)
         except StorageError as exc:
             refusal = unavailable(self.concern, self.on_error, exc)
             if refusal is not None:
@@ -103,10 +103,12 @@ class BudgetMiddleware(PolicyLayer):
         ctx.admission.join(BudgetStep(self, principal, period, payload, cap, key_cap, billing))
         return receive
 
-    async def _caps(self, principal: Principal) -> tuple[int | None, int | None]:
+    async def _caps(
+        self, ctx: RequestContext, principal: Principal
+    ) -> tuple[int | None, int | None]:
         gateway = self.gateway
         settings = await gateway.ledger.settings(principal.workspace_id)
-        workspace = await gateway.workspaces.cached(principal.workspace_id)
+        workspace = ctx.workspace or await gateway.workspaces.cached(principal.workspace_id)
         plan = gateway.workspaces.plan(workspace) if workspace is not None else None
         cap, _ = effective_cap(settings, plan.budget_usd if plan is not None else None)
         return cap, settings.key_caps.get(principal.key_id)
