@@ -111,6 +111,23 @@ def test_nesting_is_accepted_to_the_depth_limit_and_refused_past_it(kind: str) -
             parse_json(nested(depth, kind))
 
 
+def test_deep_nesting_is_found_among_siblings_and_named_by_its_top_level_member() -> None:
+    deep = json.loads(nested(MAX_JSON_DEPTH))  # one level too many inside the object below
+    body = {"model": "m", "messages": [{"role": "user"}] * 300, "tools": [1, "a", {"x": deep}]}
+    with pytest.raises(InvalidJSON, match="levels deep") as caught:
+        parse_json(json.dumps(body).encode())
+    assert caught.value.param == "tools"
+    with pytest.raises(InvalidJSON, match="levels deep") as caught:
+        parse_json(nested(5000))
+    assert caught.value.param is None  # Python's parser gave up first
+
+
+def test_many_brackets_side_by_side_are_no_nesting() -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}] * 2000
+    body = {"model": "m", "messages": messages, "tools": [{"function": {"a": [[[1]]]}}] * 50}
+    assert parse_json(json.dumps(body).encode()) == body
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     text = "[" * 1000 + "{" * 1000
     assert parse_json(json.dumps({"content": text}).encode()) == {"content": text}
