@@ -332,6 +332,8 @@ async def test_the_largest_topup_is_a_million_dollars() -> None:
         ({"amount_usd": 5, "currency": "eur"}, "currency"),
         ({"amount_usd": 5, "reference": 7}, "reference"),
         ({"amount_usd": 5, "idempotency_key": "k" * 201}, "idempotency_key"),
+        ({"amount_usd": 5, "reference": "INV-7\x1b[2J"}, "reference"),
+        ({"amount_usd": 5, "idempotency_key": "k\x00"}, "idempotency_key"),
         ([5], None),
     ],
 )

@@ -113,15 +113,20 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def string_field(
-    body: dict[str, Any], name: str, *, default: str | None = None, max_length: int = 200
+    body: dict[str, Any],
+    name: str,
+    *,
+    default: str | None = None,
+    max_length: int = 200,
+    allow_empty: bool = False,
 ) -> str:
-    """A one-line text field (a name, a URL, an e-mail address): a non-empty string of at most
-    ``max_length`` characters without control characters, stripped of surrounding spaces."""
+    """A one-line text field (a name, a URL, an e-mail address, a reference): a string of at
+    most ``max_length`` characters without control characters, stripped of surrounding spaces;
+    non-empty unless ``allow_empty``."""
     value = body.get(name, default)
-    if not isinstance(value, str) or not value.strip():
-        raise ApiError(
-            400, f"'{name}' must be a non-empty string.", code="invalid_type", param=name
-        )
+    if not isinstance(value, str) or not (allow_empty or value.strip()):
+        what = "a string" if allow_empty else "a non-empty string"
+        raise ApiError(400, f"'{name}' must be {what}.", code="invalid_type", param=name)
     control = _CONTROL.search(value)
     if control is not None:
         raise ApiError(

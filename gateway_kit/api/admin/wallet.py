@@ -24,6 +24,7 @@ from gateway_kit.api._common import (
     json_body,
     json_response,
     micro_usd_field,
+    string_field,
 )
 from gateway_kit.api.admin.workspaces import find_workspace
 from gateway_kit.gateway import Gateway
@@ -70,8 +71,9 @@ def wallet_routes(gateway: Gateway) -> list[Route]:
             amount = micro_usd_field(
                 body.get("amount_usd"), "amount_usd", high=MAX_TOPUP_USD, positive=True
             )
-            reference = _text(body, "reference", "")
-            key = _text(body, "idempotency_key", "") or secrets.token_hex(16)
+            reference = string_field(body, "reference", default="", allow_empty=True)
+            key = string_field(body, "idempotency_key", default="", allow_empty=True)
+            key = key or secrets.token_hex(16)
         except ApiError as exc:
             return exc.response()
         balance = await gateway.wallet.credit(
@@ -89,15 +91,3 @@ def wallet_routes(gateway: Gateway) -> list[Route]:
         Route(base, update, methods=["PATCH"]),
         Route(base + "/topups", topup, methods=["POST"]),
     ]
-
-
-def _text(body: dict[str, Any], name: str, default: str) -> str:
-    value = body.get(name, default)
-    if not isinstance(value, str) or len(value) > 200:
-        raise ApiError(
-            400,
-            f"'{name}' must be a string of at most 200 characters.",
-            code="invalid_type",
-            param=name,
-        )
-    return value
