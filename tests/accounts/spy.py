@@ -39,6 +39,11 @@ class StorageSpy:
     def polls(self) -> int:
         return self.calls.count(("get", FEED_KEY))
 
+    def background(self) -> int:
+        """Calls the gateway makes on its own: the change feed's polls, and the routing health
+        refresh (an ``incr_many`` of reads only)."""
+        return self.polls() + self.calls.count(("incr_many", ""))
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
         if name.startswith("_") or not inspect.iscoroutinefunction(attr):
