@@ -141,14 +141,10 @@ async def counted(
         yield storage, clock
 
 
-@pytest.mark.parametrize(
-    "backend", ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
-)
-@pytest.mark.parametrize("toy", [False, True], ids=["auth+limits+budget", "with-a-later-layer"])
-async def test_a_warm_request_makes_one_round_trip_before_upstream_and_one_after(
-    backend: str, toy: bool, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    config = GatewayConfig.model_validate(
+def priced_config(**fields: Any) -> GatewayConfig:
+    """One priced model, and a plan whose quota and cap are far above the load: Limits counts
+    and Budget reserves and settles every request."""
+    return GatewayConfig.model_validate(
         {
             "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],
             "models": [
@@ -158,12 +154,21 @@ async def test_a_warm_request_makes_one_round_trip_before_upstream_and_one_after
                     "price": {"input_usd_per_mtok": "1", "output_usd_per_mtok": "2"},
                 }
             ],
-            # A cap far above the load: Budget reserves and settles every request.
             "plans": {"p": {"included_requests": 1000, "burst_limit_rpm": 1000, "budget_usd": 100}},
             "default_plan": "p",
-            "webhooks": {"worker": False},
+            **fields,
         }
     )
+
+
+@pytest.mark.parametrize(
+    "backend", ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
+)
+@pytest.mark.parametrize("toy", [False, True], ids=["auth+limits+budget", "with-a-later-layer"])
+async def test_a_warm_request_makes_one_round_trip_before_upstream_and_one_after(
+    backend: str, toy: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    config = priced_config(webhooks={"worker": False})
     before_upstream: list[list[Any]] = []
     async with counted(backend, tmp_path, request) as (storage, clock):
 
@@ -203,21 +208,7 @@ def _upstream(http: httpx.Request) -> httpx.Response:
 async def test_without_caches_the_workspace_is_read_once_per_request() -> None:
     """Auth reads the key and its workspace (suspended?); Limits and Budget take the workspace
     from the context instead of reading it again."""
-    config = GatewayConfig.model_validate(
-        {
-            "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],
-            "models": [
-                {
-                    "name": "gpt-fake",
-                    "provider": "up",
-                    "price": {"input_usd_per_mtok": "1", "output_usd_per_mtok": "2"},
-                }
-            ],
-            "plans": {"p": {"included_requests": 100, "burst_limit_rpm": 100, "budget_usd": 5}},
-            "default_plan": "p",
-            "auth": {"cache_ttl_s": 0},
-        }
-    )
+    config = priced_config(auth={"cache_ttl_s": 0})
     clock = FakeClock(1_795_000_000.0)
     async with counting(MemoryStorage)(clock=clock) as storage:
         client = httpx.AsyncClient(transport=httpx.MockTransport(_upstream))
