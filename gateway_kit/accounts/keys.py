@@ -166,11 +166,8 @@ class Keys:
         # the decision independent of how the store matched the key.
         if not hmac.compare_digest(record["hash"], digest):
             return None
-        scopes = record.get("scopes")
         principal = Principal(
-            record["workspace_id"],
-            record["key_id"],
-            self.unscoped if scopes is None else frozenset(KeyScope(s) for s in scopes),
+            record["workspace_id"], record["key_id"], _scopes_of(record, self.unscoped)
         )
         # A secret in its grace period is not cached: its entry's expiry is the store's to
         # enforce, to the second.
@@ -259,8 +256,9 @@ class Keys:
         return key
 
     async def _save(self, key: ApiKey) -> None:
+        record = {**asdict(key), **_role_field(key)}
         await self._storage.map_set(
-            f"{key.workspace_id}:keys", key.key_id, json.dumps(asdict(key)).encode()
+            f"{key.workspace_id}:keys", key.key_id, json.dumps(record).encode()
         )
 
     async def _index(self, key: ApiKey, digest: str) -> None:
@@ -269,6 +267,7 @@ class Keys:
             "key_id": key.key_id,
             "workspace_id": key.workspace_id,
             "scopes": list(key.scopes),
+            **_role_field(key),
         }
         await self._storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
 
@@ -293,7 +292,27 @@ class Keys:
 def _load(raw: bytes, unscoped: frozenset[KeyScope]) -> ApiKey:
     data = json.loads(raw)
     data["hashes"] = tuple(data.get("hashes", ()))
-    # A key made before scopes existed gets ``unscoped``, and keeps it when it is next saved.
-    scopes = data.get("scopes")
-    data["scopes"] = tuple(ordered(unscoped if scopes is None else map(KeyScope, scopes)))
+    data["scopes"] = tuple(ordered(_scopes_of(data, unscoped)))
+    data.pop("role", None)
     return ApiKey(**data)
+
+
+def _role_field(key: ApiKey) -> dict[str, str]:
+    """``{"role": ...}`` for a key whose scopes are a role's, so that it keeps that role's
+    scopes as they grow (an admin key gets the scopes later versions add); ``{}`` otherwise."""
+    role = role_of(key.scope_set)
+    return {} if role == "custom" else {"role": role}
+
+
+def _scopes_of(record: dict[str, object], unscoped: frozenset[KeyScope]) -> frozenset[KeyScope]:
+    """What a stored key (its record or index entry) may do: its role's scopes as they are
+    now, else the scopes stored (names this version does not know are ignored), else
+    ``unscoped`` (a key made before scopes existed: it keeps that when it is next saved)."""
+    role = record.get("role")
+    if isinstance(role, str) and role in ROLES:
+        return ROLES[role]
+    scopes = record.get("scopes")
+    if not isinstance(scopes, list):
+        return unscoped
+    known = {scope.value for scope in KeyScope}
+    return frozenset(KeyScope(name) for name in scopes if name in known)

@@ -64,3 +64,35 @@ async def test_the_policy_checks_the_key_its_workspace_and_the_scope() -> None:
         suspended = await policy.check(bearer(admin.secret), keys_path, KeyScope.KEYS_READ)
         assert suspended.refusal is not None
         assert suspended.refusal.code == "workspace_suspended"
+
+
+@pytest.mark.anyio
+async def test_a_role_key_keeps_its_roles_scopes_as_they_grow() -> None:
+    """An admin key stored by a version with fewer scopes gets every scope of today's admin;
+    scope names this version does not know are ignored."""
+    import json
+
+    config = GatewayConfig.model_validate({"storage": {"url": "memory://"}})
+    async with MemoryStorage() as storage, Gateway(config, storage=storage) as gateway:
+        workspace = await gateway.workspaces.create("a@example.com")
+        admin = await gateway.keys.create(workspace.id, scopes=ROLES["admin"])
+        custom = await gateway.keys.create(workspace.id, scopes=parse_scopes(["inference"]))
+        [digest] = admin.key.hashes
+        entry = json.loads(await storage.get(f"gk:apikey:{digest}"))
+        assert entry["role"] == "admin"
+        entry["scopes"] = ["inference"]  # as an older version, with fewer scopes, wrote it
+        await storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
+        principal = await gateway.keys.authenticate(admin.secret)
+        assert principal is not None
+        assert principal.scopes == ROLES["admin"]
+        [digest] = custom.key.hashes
+        entry = json.loads(await storage.get(f"gk:apikey:{digest}"))
+        assert "role" not in entry or entry["role"] == "inference"
+        entry.pop("role", None)
+        entry["scopes"] = ["inference", "quantum:write"]  # a scope of a newer version
+        await storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
+        principal = await gateway.keys.authenticate(custom.secret)
+        assert principal is not None
+        assert principal.scopes == {KeyScope.INFERENCE}
+        listed = {k.key_id: k for k in await gateway.keys.list(workspace.id)}
+        assert listed[admin.key.key_id].scope_set == ROLES["admin"]

@@ -171,13 +171,13 @@ async def test_keys_made_before_scopes_get_the_configured_default() -> None:
         # As an older version stored it: no scopes in the record or in the index entry.
         storage = env.gateway.storage
         record = json.loads(await storage.map_get(f"{env.workspace_id}:keys", legacy.key.key_id))
-        del record["scopes"]
+        del record["scopes"], record["role"]
         await storage.map_set(
             f"{env.workspace_id}:keys", legacy.key.key_id, json.dumps(record).encode()
         )
         [digest] = legacy.key.hashes
         entry = json.loads(await storage.get(f"gk:apikey:{digest}"))
-        del entry["scopes"]
+        del entry["scopes"], entry["role"]
         await storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
 
         assert (await env.chat(legacy.secret)).status == 200
@@ -194,7 +194,7 @@ async def test_keys_made_before_scopes_get_the_configured_default() -> None:
         storage = env.gateway.storage
         [digest] = made.key.hashes
         entry = json.loads(await storage.get(f"gk:apikey:{digest}"))
-        del entry["scopes"]
+        del entry["scopes"], entry["role"]
         await storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
         keys = await env.recorder.request("GET", path(env, "/keys"), headers=env.auth(made.secret))
         assert keys.status == 200
