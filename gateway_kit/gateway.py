@@ -16,6 +16,7 @@ import anyio
 import httpx
 
 from gateway_kit.accounts.changes import ChangeFeed
+from gateway_kit.accounts.guardian import GuardianSettingsStore
 from gateway_kit.accounts.keys import Keys
 from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.accounts.spend import Ledger
@@ -23,6 +24,7 @@ from gateway_kit.accounts.wallet import Wallet
 from gateway_kit.accounts.workspaces import Workspaces
 from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.cost.costs import Costs
+from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
 from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError
 from gateway_kit.providers.base import EmbeddingsProvider, Provider
@@ -102,6 +104,8 @@ class Gateway:
         self._run_worker = self.config.webhooks.worker if run_worker is None else run_worker
         hooks = self.config.webhooks
         self.costs = Costs(self.config)
+        #: Exact prompt tokens for OpenAI models (offline, ``tokens`` extra), else estimates.
+        self.tokens = TokenCounter(self.config)
         self.ssrf_guard = ssrf_guard or SSRFGuard(allow_http=hooks.allow_http, allow=hooks.allow)
         self._injected_storage = storage
         self._storage: Storage | None = None
@@ -118,6 +122,7 @@ class Gateway:
         self._keys: Keys | None = None
         self._ledger: Ledger | None = None
         self._wallet: Wallet | None = None
+        self._guardian_settings: GuardianSettingsStore | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._webhook_worker: DeliveryWorker | None = None
@@ -151,6 +156,7 @@ class Gateway:
             )
             self._ledger = Ledger(storage, changes=changes)
             self._wallet = Wallet(storage, self.events, changes=changes)
+            self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
             if cache_ttl > 0:
                 # Polls the change feed: cached keys, plans, caps and billing stay current.
                 feed_tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -188,7 +194,7 @@ class Gateway:
         stack, self._stack = self._stack, None
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
-        self._ledger = self._wallet = None
+        self._ledger = self._wallet = self._guardian_settings = None
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
@@ -283,6 +289,11 @@ class Gateway:
     def ledger(self) -> Ledger:
         """The spend ledger: budget reservations, settlements, savings."""
         return _running(self._ledger)
+
+    @property
+    def guardian_settings(self) -> GuardianSettingsStore:
+        """Workspaces' Guardian settings: their keys' thresholds and allow-lists."""
+        return _running(self._guardian_settings)
 
     @property
     def wallet(self) -> Wallet:

@@ -19,10 +19,11 @@ from gateway_kit.chat.endpoint import ChatCompletionsEndpoint, EmbeddingsEndpoin
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.budget import BudgetMiddleware
+from gateway_kit.layers.guardian import GuardianMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
 
 #: The inference routes' layers, outermost first. Each takes ``(app, *, gateway=...)``.
-CHAT_LAYERS = (AuthMiddleware, LimitsMiddleware, BudgetMiddleware)
+CHAT_LAYERS = (AuthMiddleware, LimitsMiddleware, GuardianMiddleware, BudgetMiddleware)
 
 
 def build_chat_stack(gateway: Gateway) -> ASGIApp:

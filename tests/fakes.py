@@ -211,6 +211,8 @@ async def provisioned(
         "plans": TEST_PLANS,
         "default_plan": "tiny",
         "auth": {"cache_ttl_s": 0},
+        # Off unless a test turns it on: these tests send one request many times over.
+        "guardian": {"mode": "off"},
         **config,
     }
     upstream = FakeUpstream()

@@ -114,10 +114,10 @@ def test_status_shows_plan_usage_burst_savings_and_reset(
     served: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     base_url, key = served
-    for _ in range(25):
+    for i in range(25):  # 25 different questions (one asked 25 times is a loop to Guardian)
         httpx.post(
             f"{base_url}/v1/chat/completions",
-            json=HELLO,
+            json={**HELLO, "messages": [{"role": "user", "content": f"question {i}"}]},
             headers={"authorization": f"Bearer {key}"},
         )
     assert main(["status", "--base-url", base_url, "--api-key", key]) == 0

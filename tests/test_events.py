@@ -78,7 +78,17 @@ def test_every_event_type_round_trips_byte_for_byte(event_type: str) -> None:
 def test_guardian_block_data_is_exactly_the_spec_shape() -> None:
     event = Event.create(guardian_data(), workspace_id="ws_1", now=NOW)
     data = json.loads(event.to_bytes())["data"]
-    assert list(data) == ["rule", "key_id", "request_hash", "action", "threshold", "observed"]
+    # The spec's six fields first, in its order; then the two documented extras.
+    assert list(data) == [
+        "rule",
+        "key_id",
+        "request_hash",
+        "action",
+        "threshold",
+        "observed",
+        "mode",
+        "message",
+    ]
     assert data["threshold"] == 8000
     assert isinstance(data["observed"], int)
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", data["request_hash"])

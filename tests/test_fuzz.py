@@ -107,6 +107,10 @@ _WEBHOOK = {
     "events": ["budget.alert", "key.rotated"],
 }
 _BUDGET = {"cap_usd": 50, "key_caps": {KEY_ID: 5.5}}
+_GUARDIAN = {
+    "key_rules": {KEY_ID: {"repeat": {"block_at": 30, "window_s": 120.5}}},
+    "allow": {KEY_ID: ["tool_loop", "context_size"]},
+}
 _WS = "/api/v1/workspaces/{workspace_id}"
 _ADMIN_WS = ADMIN_PREFIX + "/workspaces/{workspace_id}"
 
@@ -146,6 +150,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("POST", _WS + "/webhooks/{webhook_id}/test"): {"event": "budget.alert"},
     ("POST", _WS + "/webhooks/{webhook_id}/replay"): {"since": "2026-11-01T00:00:00Z"},
     ("PATCH", _WS + "/budget"): _BUDGET,
+    ("PATCH", _WS + "/guardian"): _GUARDIAN,
     ("POST", ADMIN_PREFIX + "/workspaces"): {
         "email": "fuzz@example.com",
         "plan": "fuzz",
@@ -153,6 +158,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     },
     ("PATCH", _ADMIN_WS): {"plan": "fuzz", "email": "team@example.com", "status": "active"},
     ("PATCH", _ADMIN_WS + "/budget"): _BUDGET,
+    ("PATCH", _ADMIN_WS + "/guardian"): _GUARDIAN,
     ("POST", _ADMIN_WS + "/keys"): {"name": "fuzz", "role": "inference"},
     ("PATCH", _ADMIN_WS + "/wallet"): {"billing": False},
     ("POST", _ADMIN_WS + "/wallet/topups"): {

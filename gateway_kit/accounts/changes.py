@@ -1,9 +1,10 @@
 """The change feed: how every gateway process learns that a cached account record changed.
 
-The request path reads four things per request that rarely change: a key's principal, a
-workspace's plan, its budget caps and its billing switch. Each process caches them (a
-``FeedCache`` per kind), and the writers that change them (revoking or rotating a key,
-``set_plan``, ``save_settings``, ``set_billing``) append a **change** naming what they changed
+The request path reads things per request that rarely change: a key's principal, a
+workspace's record (plan, status), its budget caps, its billing switch and its Guardian
+settings. Each process caches them (a ``FeedCache`` per kind), and the writers that change them
+(revoking or rotating a key, ``Workspaces.update``, ``save_settings``, ``set_billing``,
+``GuardianSettingsStore.save``) append a **change** naming what they changed
 to one feed in storage. Every process polls the feed (``ChangeFeed.run``) and drops the entries
 the changes name, so a cached entry stays right for as long as it lives, and a warm key costs
 no storage read at all.
@@ -61,8 +62,8 @@ logger = logging.getLogger("gateway_kit.accounts.changes")
 #: The storage key of the feed (global partition).
 FEED_KEY = "gk:changes"
 
-#: What a change names: a key's SHA-256 digest, or a workspace id for the other three.
-Topic = Literal["key", "plan", "budget", "billing"]
+#: What a change names: a key's SHA-256 digest, or a workspace id for the others.
+Topic = Literal["key", "plan", "budget", "billing", "guardian"]
 Change = tuple[Topic, str]
 
 V = TypeVar("V")

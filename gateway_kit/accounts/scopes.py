@@ -7,7 +7,9 @@
 - ``webhooks:read`` / ``webhooks:write``: list, read and read the delivery log of webhooks /
   create, change, delete, test and replay them;
 - ``budget:read`` / ``budget:write``: read the budget and wallet / set the workspace's cap and
-  the keys' caps.
+  the keys' caps;
+- ``guardian:read`` / ``guardian:write``: read Guardian's rules in force and recent blocks /
+  set the keys' own thresholds and allow-lists.
 
 ``<x>:write`` includes ``<x>:read``. The roles: ``admin`` (every scope: the workspace's owner)
 and ``inference`` (model calls only: what an application runs with). A key never hands out
@@ -42,6 +44,8 @@ class KeyScope(StrEnum):
     WEBHOOKS_WRITE = "webhooks:write"
     BUDGET_READ = "budget:read"
     BUDGET_WRITE = "budget:write"
+    GUARDIAN_READ = "guardian:read"
+    GUARDIAN_WRITE = "guardian:write"
 
 
 Role = Literal["admin", "inference"]
@@ -55,6 +59,7 @@ _IMPLIED = {
     KeyScope.KEYS_WRITE: KeyScope.KEYS_READ,
     KeyScope.WEBHOOKS_WRITE: KeyScope.WEBHOOKS_READ,
     KeyScope.BUDGET_WRITE: KeyScope.BUDGET_READ,
+    KeyScope.GUARDIAN_WRITE: KeyScope.GUARDIAN_READ,
 }
 
 

@@ -7,6 +7,7 @@ from starlette.routing import Route
 
 from gateway_kit.api.admin import admin_mount
 from gateway_kit.api.budget import budget_routes
+from gateway_kit.api.guardian import guardian_routes
 from gateway_kit.api.keys import key_routes
 from gateway_kit.api.me import me_endpoint
 from gateway_kit.api.webhooks import webhook_routes
@@ -17,4 +18,9 @@ __all__ = ["admin_mount", "management_routes", "me_endpoint"]
 
 def management_routes(gateway: Gateway) -> list[Route]:
     """Routes relative to ``/api/v1``, each with its Auth layer and scope."""
-    return [*key_routes(gateway), *webhook_routes(gateway), *budget_routes(gateway)]
+    return [
+        *key_routes(gateway),
+        *webhook_routes(gateway),
+        *budget_routes(gateway),
+        *guardian_routes(gateway),
+    ]

@@ -12,6 +12,7 @@ from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig
 from gateway_kit.config.base import Mode, OnError
 from gateway_kit.config.environment import ENV_PREFIX, ENV_VARIABLES
 from gateway_kit.config.gateway import GatewayConfig
+from gateway_kit.config.guardian import GuardianConfig, GuardianRules
 from gateway_kit.config.loader import load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
@@ -37,6 +38,8 @@ __all__ = [
     "DeploymentConfig",
     "FaultsConfig",
     "GatewayConfig",
+    "GuardianConfig",
+    "GuardianRules",
     "LimitsConfig",
     "Mode",
     "ModelConfig",

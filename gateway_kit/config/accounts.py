@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +23,9 @@ class PlanConfig(_Config):
     overage: Literal["block", "allow"] = "block"
     #: The default spend cap per budget period, USD; a workspace may set its own. None: no cap.
     budget_usd: Decimal | None = Field(default=None, ge=0)
+    #: Guardian's rules for this plan: rule name to the fields it changes, e.g.
+    #: ``{"repeat": {"block_at": 30}}`` (checked against ``guardian.rules``).
+    guardian: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 def default_plans() -> dict[str, PlanConfig]:

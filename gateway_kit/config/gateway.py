@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
 from gateway_kit.config.base import _Config
+from gateway_kit.config.guardian import GuardianConfig, merge_rules
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
@@ -89,6 +90,7 @@ class GatewayConfig(_Config):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    guardian: GuardianConfig = Field(default_factory=GuardianConfig)
     #: Retries, fallback and cooldown; the offline demo (no ``models`` given) adds ``auto``.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
 
@@ -140,6 +142,12 @@ class GatewayConfig(_Config):
             if cycle:
                 raise ValueError(f"models[{index}].fallbacks: a cycle: {' -> '.join(cycle)}")
         _check_auto(self.routing, models)
+        for name, plan in self.plans.items():
+            if plan.guardian:
+                try:
+                    merge_rules(self.guardian.rules, plan.guardian)
+                except ValueError as exc:
+                    raise ValueError(f"plans.{name}.guardian.{exc}") from None
         return self
 
     @property

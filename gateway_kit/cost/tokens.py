@@ -105,6 +105,11 @@ def estimate_prompt_tokens(request: Mapping[str, Any], *, image_tokens: int = IM
     return -(-quarters // 4)
 
 
+def estimate_message_tokens(message: Mapping[str, Any], *, image_tokens: int = IMAGE_TOKENS) -> int:
+    """One message's share of ``estimate_prompt_tokens`` (its framing included), rounded up."""
+    return -(-_message_quarters(message, image_tokens) // 4)
+
+
 def _input_tokens(value: Any) -> int:
     """The tokens of an embeddings ``input``: text, texts, token ids, or lists of token ids."""
     if isinstance(value, str):

@@ -148,16 +148,20 @@ class _Data(_Model):
 
 
 class GuardianBlockData(_Data):
-    """A Guardian rule blocked or throttled a request (exactly spec 6.3)."""
+    """A Guardian rule blocked or throttled a request: spec 6.3's fields, then two of ours."""
 
     event_type: ClassVar[EventType] = "guardian.block"
     rule: Text
     key_id: KeyId
     request_hash: Sha256Ref
-    #: For example ``blocked`` or ``throttled``.
+    #: ``blocked`` or ``throttled`` (in monitor mode: what enforcing would have done).
     action: Text
     threshold: int
     observed: int
+    #: ``enforce``, or ``monitor`` when the rule only said what it would have done.
+    mode: Literal["enforce", "monitor"] = "enforce"
+    #: What happened, for people: ``7 identical requests within 60 s (the limit is 6)``.
+    message: str = Field(default="", max_length=500)
 
 
 class BudgetAlertData(_Data):
@@ -343,12 +347,13 @@ def sample_event(
     request_hash = sha256_ref(b'{"model":"gpt-4o","messages":[...]}')
     samples: dict[str, EventData] = {
         "guardian.block": GuardianBlockData(
-            rule="max-context-tokens",
+            rule="repeat",
             key_id="kid_sample",
             request_hash=request_hash,
             action="blocked",
-            threshold=8000,
-            observed=12500,
+            threshold=12,
+            observed=13,
+            message="13 identical requests from this key within 60 s (blocked from 12)",
         ),
         "budget.alert": BudgetAlertData(
             cap_usd=usd(50_000_000),

@@ -121,6 +121,9 @@ class Admission:
     #: Participants whose step ran (or was refused), with whether it was applied.
     settled: list[tuple[Participant, bool]] = field(default_factory=list)
     storage: Storage | None = None
+    #: How long to hold the request once it is admitted (a throttle within its bound): any
+    #: participant may ask, from ``decide`` or before the commit; the longest wins.
+    delay_s: float = 0.0
 
     def join(self, participant: Participant) -> None:
         self.pending.append(participant)
@@ -165,14 +168,21 @@ class Admission:
                 return answer
             if result is None:  # nobody had anything to check
                 self.settled.extend((p, False) for p in participants)
+                await self._hold()
                 return None
             refusal = _first([p.decide(ctx, result) for p in participants])
             if refusal is not None:
                 with anyio.CancelScope(shield=True):
                     await self._give_back(storage, contributions)
             self.settled.extend((p, refusal is None) for p in participants)
+            if refusal is None:
+                await self._hold()
             return refusal
         raise RuntimeError("the admission step kept being amended")
+
+    async def _hold(self) -> None:
+        if self.delay_s > 0:
+            await anyio.sleep(self.delay_s)
 
     async def answer(
         self, ctx: RequestContext, storage: Storage, refusal: Refusal, send: Send

@@ -10,6 +10,7 @@ route the app has, so a new route cannot be added without deciding who may call 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -75,6 +76,14 @@ ROUTES = [
     ),
     Case("GET", "/api/v1/workspaces/{ws}/budget", "budget:read", 200),
     Case("PATCH", "/api/v1/workspaces/{ws}/budget", "budget:write", 200, {"cap_usd": 5}),
+    Case("GET", "/api/v1/workspaces/{ws}/guardian", "guardian:read", 200),
+    Case(
+        "PATCH",
+        "/api/v1/workspaces/{ws}/guardian",
+        "guardian:write",
+        200,
+        {"allow": {"{key}": ["repeat"]}},
+    ),
     Case("GET", "/api/v1/admin/workspaces", OPERATOR, 200),
     Case("POST", "/api/v1/admin/workspaces", OPERATOR, 201, {"email": "new@example.com"}),
     Case("GET", "/api/v1/admin/workspaces/{ws}", OPERATOR, 200),
@@ -83,6 +92,14 @@ ROUTES = [
     Case("GET", "/api/v1/admin/workspaces/{ws}/budget", OPERATOR, 200),
     Case("PATCH", "/api/v1/admin/workspaces/{ws}/budget", OPERATOR, 200, {"cap_usd": 1}),
     Case("POST", "/api/v1/admin/workspaces/{ws}/keys", OPERATOR, 201, {"role": "admin"}),
+    Case("GET", "/api/v1/admin/workspaces/{ws}/guardian", OPERATOR, 200),
+    Case(
+        "PATCH",
+        "/api/v1/admin/workspaces/{ws}/guardian",
+        OPERATOR,
+        200,
+        {"key_rules": {"{key}": {"repeat": {"block_at": 40}}}},
+    ),
     Case("GET", "/api/v1/admin/workspaces/{ws}/wallet", OPERATOR, 200),
     Case("PATCH", "/api/v1/admin/workspaces/{ws}/wallet", OPERATOR, 200, {"billing": True}),
     Case("POST", "/api/v1/admin/workspaces/{ws}/wallet/topups", OPERATOR, 201, {"amount_usd": 5}),
@@ -170,6 +187,8 @@ async def call(w: World, case: Case, caller: str) -> Any:
     body = case.body
     if body == "chat":
         body = {"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}]}
+    elif isinstance(body, dict):  # ids in the body: "{key}"
+        body = json.loads(json.dumps(body).replace("{key}", w.ids["key"]))
     return await w.env.recorder.request(case.method, path, json=body, headers=headers)
 
 

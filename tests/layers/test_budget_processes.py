@@ -73,6 +73,8 @@ def test_two_gateways_on_one_redis_never_overspend_and_leak_nothing(
         '[[models]]\nname = "mock-mini"\nprovider = "mock"\n'
         f"price = {{ input_usd_per_mtok = 0, output_usd_per_mtok = {PRICE_PER_MTOK} }}\n\n"
         "[auth]\ncache_ttl_s = 0\n"
+        # One request sent many times over, on purpose: not a loop for Guardian to stop.
+        '[guardian]\nmode = "off"\n'
     )
     config = load_config(config_file)
 

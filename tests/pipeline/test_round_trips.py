@@ -1,5 +1,5 @@
-"""Storage round trips per request: one before the upstream call for Auth + Limits + Budget
-together with a warm key, one after it to settle, and still one as later layers join.
+"""Storage round trips per request: one before the upstream call for Auth + Limits + Guardian +
+Budget together with a warm key, one after it to settle, and still one as later layers join.
 
 Every ``Storage`` operation is atomic and is one round trip (one script on Redis, one
 transaction on SQLite); the counting subclass records the top-level operations each request
@@ -28,6 +28,7 @@ from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
 from gateway_kit.chat.endpoint import ChatCompletionsEndpoint
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.budget import BudgetMiddleware
+from gateway_kit.layers.guardian import GuardianMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
 from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
 from gateway_kit.pipeline.context import RequestContext
@@ -115,10 +116,12 @@ class _ToyStep:
 
 
 def chat_app(gateway: Gateway, *, toy: bool) -> ASGIApp:
-    """The standalone chat stack, optionally with the toy between Limits and Budget."""
+    """The standalone chat stack (Guardian's windows and spend reads in the step too),
+    optionally with the toy between Guardian and Budget."""
     app: ASGIApp = BudgetMiddleware(ChatCompletionsEndpoint(gateway), gateway=gateway)
     if toy:
         app = ToyWindow(app, gateway=gateway)
+    app = GuardianMiddleware(app, gateway=gateway)
     app = LimitsMiddleware(app, gateway=gateway)
     return TelemetryMiddleware(AuthMiddleware(app, gateway=gateway))
 

@@ -11,6 +11,8 @@
   workspace, its keys, webhooks and held deliveries, and all its state (``admin``)
 - ``GET    /workspaces/{id}/budget``     as the workspace's own ``GET .../budget``
 - ``PATCH  /workspaces/{id}/budget``     ``{"cap_usd", "key_caps"}``, any key's cap included
+- ``GET    /workspaces/{id}/guardian``   as the workspace's own ``GET .../guardian``
+- ``PATCH  /workspaces/{id}/guardian``   any key's Guardian thresholds and allow-list
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
   (e.g. a new admin key for an owner who lost theirs), shown once
 
@@ -37,6 +39,7 @@ from gateway_kit.api._common import (
     string_field,
 )
 from gateway_kit.api.budget import change_budget
+from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
@@ -167,6 +170,21 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return exc.response()
         return json_response(await budget_status(gateway, workspace.id))
 
+    async def read_guardian(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await guardian_status(gateway, workspace.id))
+
+    async def update_guardian(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            await change_guardian(gateway, workspace.id, await json_body(request), caller=None)
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await guardian_status(gateway, workspace.id))
+
     async def create_key(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -188,6 +206,8 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one, delete, methods=["DELETE"]),
         Route(one + "/budget", read_budget, methods=["GET"]),
         Route(one + "/budget", update_budget, methods=["PATCH"]),
+        Route(one + "/guardian", read_guardian, methods=["GET"]),
+        Route(one + "/guardian", update_guardian, methods=["PATCH"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 

@@ -1,0 +1,180 @@
+"""``GuardianMiddleware``: loop protection in front of the model call.
+
+It reads the request once (``chat.request``), works out its facts (``facts``) and the rules in
+force for the key (the configuration's, the plan's and the key's own; a key's allow-list
+exempts it), then:
+
+1. the stateless rules (``context_size``, ``tool_loop``, ``context_growth``) decide before any
+   storage is touched: a block answers at once, and the request holds nothing (no quota, no
+   budget, no counter);
+2. the stateful ones (``repeat``, ``conversation_steps``, ``spend_spike``) join the request's
+   admission step with their counters and reads (``step``): one round trip with the other
+   layers', all or nothing.
+
+Trips are recorded once per episode (``events``), after the answer is on its way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import anyio.to_thread
+
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send, header
+from gateway_kit.accounts.keys import Principal
+from gateway_kit.chat.request import RequestKind, load_request
+from gateway_kit.config import Mode, OnError
+from gateway_kit.config.guardian import GuardianRules
+from gateway_kit.exceptions import StorageError
+from gateway_kit.gateway import Gateway
+from gateway_kit.layers.guardian import rules as checks
+from gateway_kit.layers.guardian.events import GuardianRecorder
+from gateway_kit.layers.guardian.facts import RequestFacts, facts_of
+from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict
+from gateway_kit.layers.guardian.step import GuardianStep, StepKeys
+from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
+from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.verdicts import Refusal, unavailable
+from gateway_kit.storage import Storage
+
+__all__ = ["GuardianMiddleware"]
+
+#: Below this share of its threshold, a prompt's estimate is trusted: no exact count.
+_EXACT_FROM = 0.8
+
+
+class GuardianMiddleware(PolicyLayer):
+    """Guardian for authenticated chat requests (anything else passes through)."""
+
+    concern = "guardian"
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        mode: Mode | str | None = None,
+        on_error: OnError | str | None = None,
+    ) -> None:
+        super().__init__(app)
+        self.gateway = gateway
+        config = gateway.config.guardian
+        self.mode = Mode(mode or config.mode)
+        self.on_error = OnError(on_error or config.on_error)
+        self.policy = GuardianPolicy(
+            config if mode is None else config.model_copy(update={"mode": self.mode})
+        )
+        self.recorder = GuardianRecorder(gateway)
+        self._header = config.conversation_header.lower().encode()
+
+    @property
+    def storage(self) -> Storage:
+        return self.gateway.storage
+
+    def passes(self, scope: Scope) -> bool:
+        ctx = scope.get(CONTEXT_KEY)
+        return (
+            self.mode is Mode.OFF
+            or self.request_kind != "chat"
+            or ctx is None
+            or ctx.principal is None
+        )
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        principal = ctx.principal
+        assert principal is not None
+        gateway = self.gateway
+        kind: RequestKind = "chat"
+        loaded = await load_request(
+            scope, receive, max_body_bytes=gateway.config.server.max_body_bytes, kind=kind
+        )
+        if loaded is None:
+            return None  # the client left
+        if isinstance(loaded, Refusal):
+            await self.refuse(ctx, send, loaded)
+            return None
+        payload, receive = loaded
+        try:
+            rules = await self._rules(ctx, principal)
+            secret = await self.recorder.secret()
+        except StorageError as exc:
+            refusal = unavailable(self.concern, self.on_error, exc)
+            ctx.verdicts[self.concern] = GuardianVerdict(
+                action="unchecked" if refusal is None else "block", refusal=refusal
+            )
+            if refusal is not None:
+                await self.refuse(ctx, send, refusal)
+                return None
+            return receive
+        facts = facts_of(payload)
+        request_hash = self.recorder.request_hash(secret, facts.canonical)
+        trips = [t for t in await self._stateless(rules, payload, facts) if t is not None]
+        keys = StepKeys.of(
+            principal,
+            request_hash,
+            self._conversation(scope, secret, facts),
+            gateway.clock(),
+            rules,
+        )
+        step = GuardianStep(self, principal, rules, keys, trips, request_hash)
+        verdict = self.policy.verdict(rules, trips)
+        step.record(ctx, verdict)
+        if verdict.refusal is not None:
+            # Decided without storage: the request holds nothing at all.
+            await self.refuse(ctx, send, verdict.refusal)
+            await step.publish(verdict)
+            return None
+        ctx.admission.join(step)
+        return receive
+
+    async def _rules(self, ctx: RequestContext, principal: Principal) -> GuardianRules:
+        """The rules in force for the key, without the ones its allow-list exempts it from."""
+        gateway = self.gateway
+        workspace = ctx.workspace or await gateway.workspaces.cached(principal.workspace_id)
+        settings = await gateway.guardian_settings.get(principal.workspace_id)
+        plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+        plan_name = workspace.plan if workspace is not None else ""
+        key_rules = dict(settings.key_rules.get(principal.key_id) or {})
+        for rule in settings.allow.get(principal.key_id, ()):
+            for name in GuardianRules.model_fields if rule == "*" else (rule,):
+                key_rules[name] = {**key_rules.get(name, {}), "action": "off"}
+        return self.policy.rules_for(plan_name, plan, key_rules)
+
+    async def _stateless(
+        self, rules: GuardianRules, payload: dict[str, object], facts: RequestFacts
+    ) -> list[checks.Trip | None]:
+        found = [checks.tool_loop(rules.tool_loop, facts)]
+        found.append(checks.context_growth(rules.context_growth, facts))
+        size = rules.context_size
+        if size.action != "off":
+            model = payload.get("model")
+            name = model if isinstance(model, str) else ""
+            window = self._window(name)
+            threshold = math.floor(window * size.window_share) if window else size.max_tokens
+            tokens, exact = facts.tokens, False
+            if tokens >= _EXACT_FROM * threshold:
+                # A prompt near or past the limit: counted exactly, off the event loop (a
+                # large prompt takes milliseconds; the tokenizer's first use loads its data).
+                counted = await anyio.to_thread.run_sync(
+                    self.gateway.tokens.count_prompt, payload, name
+                )
+                tokens, exact = counted.tokens, counted.exact
+            found.append(checks.context_size(size, tokens, exact, window))
+        return found
+
+    def _window(self, model: str) -> int | None:
+        """The model's context window: configured, else the price table's."""
+        route = self.gateway.route(model)
+        config = route.config if route is not None else None
+        if config is not None and config.context_window:
+            return config.context_window
+        return self.gateway.costs.context_window(model)
+
+    def _conversation(self, scope: Scope, secret: bytes, facts: RequestFacts) -> bytes:
+        """The conversation's identity: the client's header, else its first messages."""
+        named = header(scope, self._header)
+        if named:
+            return self.recorder.request_hash(secret, b"conversation:" + named[:256]).encode()
+        return facts.conversation.hex().encode()

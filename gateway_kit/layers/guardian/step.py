@@ -1,0 +1,246 @@
+"""Guardian's part of one request's admission step, and of its settlement.
+
+Storage keys (the workspace's partition; ``<key>`` a key id, ``<hash>`` 32 hex digits):
+
+- ``<ws>:guardian:repeat:<key>:<hash>``: the same canonical request, counted for ``window_s``
+  from the first (limited at ``block_at - 1`` when enforced: the storage refuses the next one,
+  exactly, however many gateways share it);
+- ``<ws>:guardian:conv:<key>:<hash>``: one conversation's requests, the same way;
+- ``<ws>:guardian:spend:<key>:m<n>`` and ``...:d<n>``: the key's spend (micro-USD) in the
+  current and previous windows of ``spend_spike.window_s``, and today and yesterday (UTC),
+  added when a request settles and read in the step.
+
+A request the upstream failed (5xx, 429, no response) gives its ``repeat`` count back: a retry
+after an upstream error does not count as a repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway_kit._asgi.types import Header
+from gateway_kit.accounts.keys import Principal
+from gateway_kit.config import OnError
+from gateway_kit.config.guardian import GuardianRules
+from gateway_kit.exceptions import StorageError
+from gateway_kit.layers.guardian import rules as checks
+from gateway_kit.layers.guardian.events import GuardianRecorder
+from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict
+from gateway_kit.pipeline.admission import Contribution, Settlement
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.verdicts import Refusal, unavailable
+from gateway_kit.storage import Increment, IncrManyResult
+
+__all__ = ["GuardianStep", "StepKeys"]
+
+_DAY = 86_400.0
+# Spend counters outlive what is read of them.
+_DAY_TTL = 2 * _DAY + 3600
+
+
+@dataclass(frozen=True, slots=True)
+class StepKeys:
+    """The storage keys of one request's counters and reads, and where in the windows it is."""
+
+    repeat: str
+    conversation: str
+    spend_now: str
+    spend_before: str
+    day_now: str
+    day_before: str
+    #: Seconds into the current spend window, and into today (UTC).
+    into_window: float
+    into_day: float
+
+    @classmethod
+    def of(
+        cls,
+        principal: Principal,
+        request_hash: str,
+        conversation: bytes,
+        now: float,
+        rules: GuardianRules,
+    ) -> StepKeys:
+        base = f"{principal.workspace_id}:guardian"
+        key = principal.key_id
+        window = rules.spend_spike.window_s
+        bucket, day = int(now // window), int(now // _DAY)
+        return cls(
+            repeat=f"{base}:repeat:{key}:{request_hash[7:39]}",
+            conversation=f"{base}:conv:{key}:{conversation[:32].decode()}",
+            spend_now=f"{base}:spend:{key}:m{bucket}",
+            spend_before=f"{base}:spend:{key}:m{bucket - 1}",
+            day_now=f"{base}:spend:{key}:d{day}",
+            day_before=f"{base}:spend:{key}:d{day - 1}",
+            into_window=now - bucket * window,
+            into_day=now - day * _DAY,
+        )
+
+
+class _Layer(Protocol):
+    """What the step needs of its middleware."""
+
+    policy: GuardianPolicy
+    recorder: GuardianRecorder
+    on_error: OnError
+
+
+class GuardianStep:
+    """One request's stateful rules; ``trips`` are the stateless rules' findings so far."""
+
+    concern = "guardian"
+
+    def __init__(
+        self,
+        layer: _Layer,
+        principal: Principal,
+        rules: GuardianRules,
+        keys: StepKeys,
+        trips: list[checks.Trip],
+        request_hash: str,
+    ) -> None:
+        self._layer = layer
+        self._principal = principal
+        self._rules = rules
+        self._keys = keys
+        self._trips = trips
+        self._hash = request_hash
+        self._verdict: GuardianVerdict | None = None
+        self._repeat: Increment | None = None
+        self._conversation: Increment | None = None
+
+    # -- the admission step -------------------------------------------------------------------
+
+    def contribute(self, ctx: RequestContext) -> Contribution | None:
+        rules, keys, policy = self._rules, self._keys, self._layer.policy
+        increments = []
+        if rules.repeat.action != "off":
+            enforced = policy.enforced(rules, "repeat") and rules.repeat.action != "warn"
+            self._repeat = Increment(
+                keys.repeat,
+                1,
+                ttl=rules.repeat.window_s,
+                limit=rules.repeat.block_at - 1 if enforced else None,
+            )
+            increments.append(self._repeat)
+        steps = rules.conversation_steps
+        if steps.action != "off":
+            enforced = policy.enforced(rules, "conversation_steps") and steps.action == "block"
+            self._conversation = Increment(
+                keys.conversation,
+                1,
+                ttl=steps.window_s,
+                limit=steps.max_steps if enforced else None,
+            )
+            increments.append(self._conversation)
+        reads: list[str] = []
+        if rules.spend_spike.action != "off":
+            reads = [keys.spend_now, keys.spend_before, keys.day_now, keys.day_before]
+        if not increments and not reads:
+            return None
+        return Contribution(increments, reads=reads)
+
+    def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
+        if not result.allowed:
+            return None  # another layer refused: nothing of ours stands, nothing to say
+        verdict = self._layer.policy.verdict(self._rules, [*self._trips, *self._stateful(result)])
+        self.record(ctx, verdict)
+        return verdict.refusal
+
+    def refused(self, ctx: RequestContext, result: IncrManyResult) -> Refusal:
+        refused = result.refused
+        trips = [*self._trips, *self._stateful(result, refused=refused)]
+        verdict = self._layer.policy.verdict(self._rules, trips)
+        self.record(ctx, verdict)
+        assert verdict.refusal is not None  # only an enforced block has a limit
+        return verdict.refusal
+
+    def failed(self, ctx: RequestContext, error: StorageError) -> Refusal | None:
+        refusal = unavailable(self.concern, self._layer.on_error, error)
+        if refusal is None:
+            # Served on the stateless rules alone.
+            verdict = self._layer.policy.verdict(self._rules, self._trips)
+            self.record(ctx, verdict)
+            return verdict.refusal
+        ctx.verdicts[self.concern] = GuardianVerdict(action="block", refusal=refusal)
+        return refusal
+
+    def _stateful(self, result: IncrManyResult, *, refused: str | None = None) -> list[checks.Trip]:
+        rules, keys = self._rules, self._keys
+        found: list[checks.Trip | None] = []
+        if self._repeat is not None:
+            count = result.values.get(keys.repeat, 0)
+            found.append(checks.repeat(rules.repeat, count, refused=refused == keys.repeat))
+        if self._conversation is not None:
+            count = result.values.get(keys.conversation, 0)
+            found.append(
+                checks.conversation_steps(
+                    rules.conversation_steps, count, refused=refused == keys.conversation
+                )
+            )
+        if rules.spend_spike.action != "off" and refused is None:
+            reads = result.reads
+            window = rules.spend_spike.window_s
+            now, before = _int(reads.get(keys.spend_now)), _int(reads.get(keys.spend_before))
+            # The previous window, weighted by how much of it the sliding window still covers.
+            recent = now + int(before * (1 - keys.into_window / window))
+            day = _int(reads.get(keys.day_now)) + _int(reads.get(keys.day_before))
+            found.append(
+                checks.spend_spike(rules.spend_spike, recent, window, day, _DAY + keys.into_day)
+            )
+        return [t for t in found if t is not None]
+
+    # -- after the response ----------------------------------------------------------------------
+
+    def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
+        increments = []
+        if admitted and self._repeat is not None and (ctx.status in (0, 429) or ctx.status >= 500):
+            increments.append(Increment(self._repeat.key, -1))  # an upstream error: a retry
+        cost = ctx.cost.cost_micro_usd if ctx.cost is not None else None
+        if admitted and cost and self._rules.spend_spike.action != "off":
+            keys, window = self._keys, self._rules.spend_spike.window_s
+            increments.append(Increment(keys.spend_now, cost, ttl=2 * window))
+            increments.append(Increment(keys.day_now, cost, ttl=_DAY_TTL))
+        verdict = self._verdict
+        published = verdict is not None and any(o.published for o in verdict.outcomes)
+        if not increments and not published:
+            return None
+
+        async def then(_: object) -> None:
+            if verdict is not None:
+                await self.publish(verdict)
+
+        return Settlement(increments, then if published else None)
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def record(self, ctx: RequestContext, verdict: GuardianVerdict) -> None:
+        """The verdict on the context, its header on the answer (the last verdict's: the
+        step's replaces the stateless rules'), its hold on the admission."""
+        if self._verdict is None:
+            ctx.header_sources.append(self.headers)
+        self._verdict = verdict
+        ctx.verdicts[self.concern] = verdict
+        ctx.admission.delay_s = max(ctx.admission.delay_s, verdict.delay_s)
+
+    def headers(self, ctx: RequestContext) -> Iterable[Header]:
+        return () if self._verdict is None else self._verdict.headers
+
+    async def publish(self, verdict: GuardianVerdict) -> None:
+        """Each block or throttle of ``verdict`` counted in its episode (events published
+        once per episode); a storage failure here is logged, never raised."""
+        principal = self._principal
+        for outcome in verdict.outcomes:
+            if outcome.published:
+                try:
+                    await self._layer.recorder.record(
+                        principal.workspace_id, principal.key_id, outcome, self._hash
+                    )
+                except StorageError:
+                    continue
+
+
+def _int(raw: bytes | None) -> int:
+    return int(raw) if raw else 0
