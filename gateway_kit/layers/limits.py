@@ -25,11 +25,11 @@ from gateway_kit.accounts.quota import burst_key, quota_key
 from gateway_kit.config import LimitsConfig, Mode, OnError, PlanConfig
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
+from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.pipeline.admission import Amend, Contribution, Settlement
-from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
-from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, Verdict, unavailable
-from gateway_kit.storage import THROTTLED, Increment, IncrManyResult, Storage, Throttle
+from gateway_kit.storage import THROTTLED, Increment, IncrManyResult, Throttle
 
 __all__ = ["LimitsMiddleware", "LimitsPolicy", "LimitsVerdict"]
 
@@ -155,7 +155,7 @@ class LimitsPolicy:
         )
 
 
-class LimitsMiddleware(PolicyLayer):
+class LimitsMiddleware(GatewayLayer):
     """Burst limit and quota for authenticated requests (no principal: passed through)."""
 
     concern = "limits"
@@ -168,28 +168,17 @@ class LimitsMiddleware(PolicyLayer):
         mode: Mode | str | None = None,
         on_error: OnError | str | None = None,
     ) -> None:
-        super().__init__(app)
-        self._gateway = gateway
-        self.clock = gateway.clock
         config = gateway.config.limits
+        super().__init__(app, gateway=gateway, section=config, mode=mode, on_error=on_error)
+        self.clock = gateway.clock
         self.policy = LimitsPolicy(config)
-        self.mode = Mode(mode or config.mode)
-        self.on_error = OnError(on_error or config.on_error)
-
-    @property
-    def storage(self) -> Storage:
-        return self._gateway.storage
-
-    def passes(self, scope: Scope) -> bool:
-        ctx = scope.get(CONTEXT_KEY)
-        return self.mode is Mode.OFF or ctx is None or ctx.principal is None
 
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
         principal = ctx.principal
         assert principal is not None
-        gateway = self._gateway
+        gateway = self.gateway
         try:
             workspace = ctx.workspace or await gateway.workspaces.cached(principal.workspace_id)
         except StorageError as exc:

@@ -16,20 +16,20 @@ from gateway_kit.config import Mode, OnError
 from gateway_kit.events.models import BudgetAlertData, Event, usd
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
+from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.layers.budget.policy import BudgetPolicy, BudgetVerdict, Threshold
 from gateway_kit.layers.budget.step import BudgetStep
-from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
-from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
-from gateway_kit.storage import Storage
 
 __all__ = ["BudgetMiddleware"]
 
 
-class BudgetMiddleware(PolicyLayer):
+class BudgetMiddleware(GatewayLayer):
     """Reserve before, settle after; verdicts as headers, a downgrade, or 402."""
 
     concern = "budget"
+    off_passes = False  # off still records spend and savings
 
     def __init__(
         self,
@@ -39,11 +39,8 @@ class BudgetMiddleware(PolicyLayer):
         mode: Mode | str | None = None,
         on_error: OnError | str | None = None,
     ) -> None:
-        super().__init__(app)
-        self.gateway = gateway
         config = gateway.config.budget
-        self.mode = Mode(mode or config.mode)
-        self.on_error = OnError(on_error or config.on_error)
+        super().__init__(app, gateway=gateway, section=config, mode=mode, on_error=on_error)
         self.policy = BudgetPolicy(
             config,
             mode=self.mode,
@@ -53,14 +50,6 @@ class BudgetMiddleware(PolicyLayer):
         self._kind: RequestKind = "embedding" if self.request_kind == "embedding" else "chat"
         # Alerts this process knows were published: spares a storage write per request.
         self.alerted: set[tuple[str, str, str]] = set()
-
-    @property
-    def storage(self) -> Storage:
-        return self.gateway.storage
-
-    def passes(self, scope: Scope) -> bool:
-        ctx = scope.get(CONTEXT_KEY)
-        return ctx is None or ctx.principal is None  # no caller to bill (auth off)
 
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send

@@ -27,15 +27,14 @@ from gateway_kit.config import Mode, OnError
 from gateway_kit.config.guardian import GuardianRules
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
+from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.layers.guardian import rules as checks
 from gateway_kit.layers.guardian.events import GuardianRecorder
 from gateway_kit.layers.guardian.facts import RequestFacts, facts_of
 from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict
 from gateway_kit.layers.guardian.step import GuardianStep, StepKeys
-from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext
-from gateway_kit.pipeline.layer import PolicyLayer
+from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
-from gateway_kit.storage import Storage
 
 __all__ = ["GuardianMiddleware"]
 
@@ -43,7 +42,7 @@ __all__ = ["GuardianMiddleware"]
 _EXACT_FROM = 0.8
 
 
-class GuardianMiddleware(PolicyLayer):
+class GuardianMiddleware(GatewayLayer):
     """Guardian for authenticated chat requests (anything else passes through)."""
 
     concern = "guardian"
@@ -56,29 +55,16 @@ class GuardianMiddleware(PolicyLayer):
         mode: Mode | str | None = None,
         on_error: OnError | str | None = None,
     ) -> None:
-        super().__init__(app)
-        self.gateway = gateway
         config = gateway.config.guardian
-        self.mode = Mode(mode or config.mode)
-        self.on_error = OnError(on_error or config.on_error)
+        super().__init__(app, gateway=gateway, section=config, mode=mode, on_error=on_error)
         self.policy = GuardianPolicy(
             config if mode is None else config.model_copy(update={"mode": self.mode})
         )
         self.recorder = GuardianRecorder(gateway)
         self._header = config.conversation_header.lower().encode()
 
-    @property
-    def storage(self) -> Storage:
-        return self.gateway.storage
-
     def passes(self, scope: Scope) -> bool:
-        ctx = scope.get(CONTEXT_KEY)
-        return (
-            self.mode is Mode.OFF
-            or self.request_kind != "chat"
-            or ctx is None
-            or ctx.principal is None
-        )
+        return self.request_kind != "chat" or super().passes(scope)
 
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
