@@ -3,13 +3,14 @@
 The load generator speaks raw HTTP/1.1 over keep-alive connections (one per unit of
 concurrency), so its own overhead is small and the same for every target measured. A target may
 be given several prebuilt requests (one per API key, say): each connection cycles through them
-from its own offset, still writing prebuilt bytes, with no formatting per request.
+from its own offset, still writing prebuilt bytes, with no formatting per request. A sequence
+may also make its requests when they are asked for (``__getitem__``), before the clock starts:
+a rotation of thousands of large requests need not be held in memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import signal
 import socket
@@ -172,13 +173,16 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
 async def _worker(
     port: int,
     requests: Sequence[bytes],
+    start: int,
     count: int,
     latencies: list[float],
     errors: list[int],
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    size = len(requests)
     try:
-        for request in itertools.islice(itertools.cycle(requests), count):
+        for index in range(start, start + count):
+            request = requests[index % size]
             started = time.perf_counter()
             writer.write(request)
             status = await _read_response(reader)
@@ -210,12 +214,13 @@ def run_load(
 ) -> LoadResult:
     """Send ``requests`` requests over ``concurrency`` keep-alive connections.
 
-    ``request`` is one prebuilt request, or several to rotate through: connection ``i`` starts
+    ``request`` is one prebuilt request, or a sequence to rotate through (which may build each
+    request when asked for it, before the request's clock starts): connection ``i`` starts
     at ``offset + i * len(request) // concurrency`` and cycles on, so that together they touch
     every request once as soon as ``requests >= len(request)`` (rounded up to a multiple of
     ``concurrency``). Pass a growing ``offset`` to carry the rotation on from call to call.
     """
-    rotation = [request] if isinstance(request, bytes) else list(request)
+    rotation = [request] if isinstance(request, bytes) else request
     size = len(rotation)
     starts = [(offset + i * size // concurrency) % size for i in range(concurrency)]
 
@@ -224,8 +229,7 @@ def run_load(
         errors: list[int] = []
         per_worker = max(1, requests // concurrency)
         workers = [
-            _worker(port, rotation[start:] + rotation[:start], per_worker, latencies, errors)
-            for start in starts
+            _worker(port, rotation, start, per_worker, latencies, errors) for start in starts
         ]
         started = time.perf_counter()
         await asyncio.gather(*workers)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 import pytest
 
@@ -74,3 +75,34 @@ def test_one_request_is_sent_as_before(recorder: tuple[int, list[str]]) -> None:
     result = run_load(port, build_request("/only", b"{}"), concurrency=2, requests=4)
     assert result.requests == 4
     assert paths == ["/only"] * 4
+
+
+class _Lazy(Sequence[bytes]):
+    """A rotation far too long to hold, each request made when asked for (slices refused)."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def __len__(self) -> int:
+        return 10**9
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        assert isinstance(index, int), "a lazy rotation is never sliced or copied"
+        self.asked.append(index)
+        return build_request(f"/{index}", b"{}")
+
+
+def test_a_lazy_rotation_is_asked_for_the_requests_sent_only(
+    recorder: tuple[int, list[str]],
+) -> None:
+    port, paths = recorder
+    rotation = _Lazy()
+    run_load(port, rotation, concurrency=1, requests=3, offset=5)
+    assert rotation.asked == [5, 6, 7]
+    assert paths == ["/5", "/6", "/7"]
