@@ -45,8 +45,9 @@ def write_config(
 ) -> Path:
     """The TOML a production user writes, with every limit far above the load.
 
-    Nothing else is set: Auth, Limits, Budget and the webhook worker keep their defaults (on),
-    and so does the provider's transport, unless ``setup`` changes it.
+    Nothing else is set but Guardian, off (it would refuse the benchmark's one request sent
+    again and again): Auth, Limits, Budget and the webhook worker keep their defaults (on), and
+    so does the provider's transport, unless ``setup`` changes it.
     """
     store = [f"url = {json.dumps(storage)}"]
     if setup.redis:
@@ -66,6 +67,8 @@ def write_config(
         "[[providers]]": provider,
         # The price table knows it: Budget reserves and settles every request.
         "[[models]]": [f'name = "{MODEL}"', 'provider = "openai"'],
+        # Guardian is measured by `bench guardian`.
+        "[guardian]": ['mode = "off"'],
     }
     if not setup.worker:
         sections["[webhooks]"] = ["worker = false"]

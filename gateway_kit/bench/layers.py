@@ -6,7 +6,8 @@ atomic admission, plans so large that nothing is refused), then Auth + Limits + 
 (a priced model and a cap far above the load: every request also reserves its estimate and
 settles its cost). It prints what each adds over its baseline: p50 at concurrency 1 (targets:
 at most 0.15 ms for Auth + Limits on memory, 0.5 ms on Redis; 0.3 ms for Budget on Redis) and
-requests/s at concurrency 32 relative to the baseline (target: at least 0.8x).
+requests/s at concurrency 32 relative to the baseline (target: at least 0.8x). Guardian is off
+in every target: ``bench guardian`` measures it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway_kit.bench._baseline import against_baseline, twins
 from gateway_kit.bench._load import (
@@ -35,6 +35,9 @@ from gateway_kit.bench._load import (
     run_load,
     server_process,
 )
+
+if TYPE_CHECKING:
+    from gateway_kit import GatewayConfig
 
 PATH = "/v1/chat/completions"
 REQUEST_BODY = json.dumps(
@@ -120,16 +123,26 @@ def _forwarder_app(upstream: str, transport: str) -> Any:
     return Starlette(routes=[Route(PATH, forward, methods=["POST"])], lifespan=lifespan)
 
 
-def _gateway_app(args: argparse.Namespace) -> Any:
-    """gateway-kit on the mock upstream. With ``--key-file`` Auth and Limits are on: the
-    process makes a workspace and key at start-up and writes the key there for the load. With
-    ``--budget`` the model is priced and the plan has a cap far above the load, so Budget
-    reserves and settles every request; without it, Budget is off."""
-    import anyio
+#: ``--guardian``: every rule on (the default actions) with thresholds far above the load, so
+#: that every rule is evaluated on every request and none refuses one. ``context_size``,
+#: ``tool_loop`` and ``context_growth`` keep their defaults: the benchmarks' requests (a prompt
+#: far below the context window, no tool call repeated, a user message within the last ten
+#: assistant turns) never trip them.
+GUARDIAN_FAR_ABOVE_THE_LOAD: dict[str, Any] = {
+    "mode": "enforce",
+    "rules": {
+        "repeat": {"throttle_at": 10**9, "block_at": 10**9},
+        "conversation_steps": {"max_steps": 10**9},
+        "spend_spike": {"floor_usd": 10**9},
+    },
+}
 
-    from gateway_kit import Gateway, GatewayConfig, create_app
 
-    config = GatewayConfig.model_validate(
+def gateway_config(args: argparse.Namespace) -> GatewayConfig:
+    """The configuration of the ``--serve gateway`` role (see ``_gateway_app``)."""
+    from gateway_kit import GatewayConfig
+
+    return GatewayConfig.model_validate(
         {
             "providers": [
                 {"name": "bench", "base_url": f"{args.upstream}/v1", "transport": args.transport}
@@ -157,10 +170,25 @@ def _gateway_app(args: argparse.Namespace) -> Any:
                 }
             },
             "budget": {"mode": "enforce" if args.budget else "off"},
+            # Guardian is measured by `bench guardian` (which passes --guardian).
+            "guardian": GUARDIAN_FAR_ABOVE_THE_LOAD if args.guardian else {"mode": "off"},
             "default_plan": "bench",
         }
     )
-    gateway = Gateway(config)
+
+
+def _gateway_app(args: argparse.Namespace) -> Any:
+    """gateway-kit on the mock upstream. With ``--key-file`` Auth and Limits are on: the
+    process makes a workspace and key at start-up and writes the key there for the load. With
+    ``--budget`` the model is priced and the plan has a cap far above the load, so Budget
+    reserves and settles every request; without it, Budget is off. With ``--guardian`` (and
+    Auth on) Guardian evaluates every rule on every request, refusing none; without it, it is
+    off."""
+    import anyio
+
+    from gateway_kit import Gateway, create_app
+
+    gateway = Gateway(gateway_config(args))
     inner = create_app(gateway=gateway)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -214,6 +242,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis-prefix", default="gk:", help=hidden)
     parser.add_argument("--key-file", default="", help=hidden)
     parser.add_argument("--budget", action="store_true", help=hidden)
+    parser.add_argument("--guardian", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------

@@ -89,7 +89,8 @@ def _deployments_app(args: argparse.Namespace) -> Any:
             "providers": providers,
             "models": [{"name": "bench-model", "deployments": deployments}],
             "storage": {"url": "memory://"},
-            **dict.fromkeys(("auth", "limits", "budget"), off),
+            # Guardian is measured by `bench guardian`.
+            **dict.fromkeys(("auth", "limits", "budget", "guardian"), off),
         }
     )
     return create_app(config)

@@ -11,9 +11,11 @@ In one run, against one fast mock upstream on loopback (the proxy benchmark's), 
   production user writes (``_provision.write_config``): one OpenAI-compatible provider on the mock's
   ``/v1`` with the default transport, ``gpt-4o-mini`` (the price table knows it: Budget reserves
   and settles every request), a plan whose limits and budget are far above the load, Auth,
-  Limits, Budget and the webhook worker on as by default, and as storage a fresh SQLite file or
-  Redis under a unique prefix. Its workspace and key are made beforehand on the same storage by
-  ``gateway-kit workspaces create --with-key --json``;
+  Limits, Budget and the webhook worker on as by default, Guardian off (``bench guardian``
+  measures it; its ``repeat`` rule would refuse the one request sent again and again; a
+  baseline checkout from before Guardian gets the file without it), and as storage a fresh
+  SQLite file or Redis under a unique prefix. Its workspace and key are made beforehand on the
+  same storage by ``gateway-kit workspaces create --with-key --json``;
 - ``gateway-kit serve, redis, 10k keys``: the same with 10,000 workspaces of one key each (the
   worst case for per-workspace caches), made beforehand by one asyncio program (the time it
   takes is printed); the requests rotate over every key and the warm-up sends each at least
@@ -45,6 +47,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from gateway_kit.bench._baseline import against_baseline, twins
@@ -147,6 +150,21 @@ def serve_target(
     return Target(setup.label, port, command, requests=requests), seconds
 
 
+def _twin(target: Target, checkout: str) -> Target:
+    """The baseline twin of a serve target; a checkout from before Guardian gets the same
+    configuration without its ``[guardian]`` table (which it would refuse as unknown)."""
+    twin = twins([target], checkout)[0]
+    if (Path(checkout) / "gateway_kit" / "config" / "guardian.py").exists():
+        return twin
+    assert twin.command is not None
+    command = list(twin.command)
+    config = Path(command[command.index("--config") + 1])
+    older = config.with_name(f"{twin.port}.toml")
+    older.write_text(config.read_text().replace('\n\n[guardian]\nmode = "off"\n', "\n"))
+    command[command.index("--config") + 1] = str(older)
+    return replace(twin, command=command)
+
+
 def baselines(upstream_port: int) -> list[Target]:
     """The mock upstream itself, the bare forwarder and the gateway with no layer (aiohttp)."""
     me = ["gateway_kit.bench", "proxy"]
@@ -233,7 +251,7 @@ def measure(args: argparse.Namespace) -> int:
             target, seconds = serve_target(setup, args, scratch, upstream)
             targets.append(target)
             if args.baseline:
-                targets += twins([target], args.baseline)
+                targets.append(_twin(target, args.baseline))
             if setup.keys > 1:
                 notes.append(
                     f"{setup.label}: {setup.keys:,} workspaces and keys provisioned on Redis in "

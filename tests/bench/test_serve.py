@@ -11,8 +11,8 @@ from gateway_kit.bench._provision import (
     provision_with_cli,
     write_config,
 )
-from gateway_kit.bench.proxy import TargetResult
-from gateway_kit.bench.serve import SERVE, ratios, setups
+from gateway_kit.bench.proxy import Target, TargetResult
+from gateway_kit.bench.serve import SERVE, _twin, ratios, setups
 
 
 def _write(tmp_path: Path, setup: Setup) -> Path:
@@ -36,6 +36,7 @@ def test_the_configuration_is_a_users_with_every_layer_on_and_the_default_transp
     assert config.providers[0].transport == "auto"
     assert config.providers[0].base_url == "http://127.0.0.1:9/v1"
     assert (config.auth.mode, config.limits.mode, config.budget.mode) == ("enforce",) * 3
+    assert config.guardian.mode == "off"  # measured by `bench guardian`
     assert config.webhooks.worker
     assert config.storage.redis_prefix == "gkbench:test:"
     assert config.server.port == 8123
@@ -95,3 +96,25 @@ def test_keys_are_provisioned_as_a_user_makes_them(tmp_path: Path) -> None:
     assert provision_with_cli(config)
     keys = provision_many(config, 20, concurrency=4)
     assert len(set(keys)) == 20
+
+
+def test_a_baseline_from_before_guardian_gets_the_configuration_without_it(
+    tmp_path: Path,
+) -> None:
+    config = _write(tmp_path, Setup("s", redis=False))
+    target = Target("s", 8123, ["gateway_kit.cli", "serve", "--config", str(config)])
+    before, after = tmp_path / "before", tmp_path / "after"
+    (after / "gateway_kit" / "config").mkdir(parents=True)
+    (after / "gateway_kit" / "config" / "guardian.py").touch()
+    before.mkdir()
+
+    same = _twin(target, str(after))
+    assert same.command is not None
+    assert str(config) in same.command
+
+    older = _twin(target, str(before))
+    assert older.command is not None
+    path = Path(older.command[older.command.index("--config") + 1])
+    assert path != config
+    assert "guardian" not in path.read_text()
+    assert path.read_text() == config.read_text().replace('\n\n[guardian]\nmode = "off"', "")
