@@ -100,6 +100,29 @@ def test_tool_call_ids_and_argument_formatting_do_not_count() -> None:
 
 def test_normalize_text() -> None:
     assert normalize_text("at  1764064800 id 0123456789abcdef0123\nok") == "at ~ id ~ ok"
+    assert normalize_text("Now: 2026-11-25T09:01:07Z.") == "Now: ~."
+    assert normalize_text("on 2026-11-25, at 09:01 (run_8f3kq2x9)") == "on ~, at ~ (~)"
+    assert normalize_text("id=3f2b8c1e-9d4a-4e5f-8a7b-1c2d3e4f5a6b") == "id=~"
+    plain = "call 911 about 42 cats, 2x faster"
+    assert normalize_text(plain) == plain
+
+
+def test_a_stamped_prompt_is_the_same_request_but_a_new_tool_result_is_not() -> None:
+    def stamped(now: str) -> dict[str, Any]:
+        return request(user(f"Now: {now}. Summarize the queue."))
+
+    assert facts_of(stamped("09:01")).canonical == facts_of(stamped("09:02")).canonical
+
+    def result(text: str) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": "call_abcdef123", "content": text}
+
+    assert facts_of(request(result("3 open"))).canonical != (
+        facts_of(request(result("4 open"))).canonical
+    )
+    # The same error at another time is the same error.
+    one = facts_of(request(result("Error: timeout at 2026-11-25T09:01:07Z")))
+    two = facts_of(request(result("Error: timeout at 2026-11-25T09:04:55Z")))
+    assert one.tool_results == two.tool_results != (None,)
 
 
 def test_the_conversation_is_its_first_system_and_user_messages() -> None:

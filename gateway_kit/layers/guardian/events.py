@@ -14,7 +14,6 @@ secret: ``guardian.hash_secret``, else one drawn at random once and kept in the 
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import secrets
@@ -59,7 +58,7 @@ class GuardianRecorder:
         return self._secret
 
     def request_hash(self, secret: bytes, canonical: bytes) -> str:
-        return "sha256:" + hmac.new(secret, canonical, hashlib.sha256).hexdigest()
+        return "sha256:" + hmac.digest(secret, canonical, "sha256").hex()
 
     async def record(
         self, workspace_id: str, key_id: str, outcome: Outcome, request_hash: str

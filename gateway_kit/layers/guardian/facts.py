@@ -18,14 +18,12 @@ end user's ``user`` kept) and its messages' digests; Guardian keys it with a sec
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from cachetools import LRUCache
 
 from gateway_kit.cost.tokens import estimate_message_tokens
 
@@ -42,21 +40,30 @@ __all__ = [
 #: it tells an application's end users apart, and two of them asking alike is no loop).
 VOLATILE_FIELDS = frozenset({"stream", "stream_options", "metadata", "seed", "store"})
 
+# Matched inside a word (``normalize_text`` splits on whitespace first, and only words that
+# are neither all letters nor short are searched: most of a text is never looked at).
 _VOLATILE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"  # ISO time
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"  # date
+    r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"  # a time of day
     r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUID
-    r"|\b(?:call|chatcmpl|req|msg|toolu|run|thread|evt|resp|fc)[_-][A-Za-z0-9]{6,}\b"  # ids
-    r"|\b[0-9a-fA-F]{16,}\b"  # long hex ids
-    r"|\b1[5-9]\d{8}(?:\d{3})?\b"  # Unix times, in seconds or milliseconds
+    r"|(?:call|chatcmpl|req|msg|toolu|run|thread|evt|resp|fc)[_-][A-Za-z0-9]{6,}"  # ids
+    r"|[0-9a-fA-F]{16,}"  # long hex ids
+    r"|1[5-9]\d{8}(?:\d{3})?"  # Unix times, in seconds or milliseconds
 )
-_SPACE = re.compile(r"\s+")
 _ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|not found|denied)\b", re.I)
 _MEMO_SIZE = 50_000
+#: How much of a tool's result is searched for an error.
+_ERROR_WINDOW = 400
 
 
 def normalize_text(text: str) -> str:
-    """``text`` with what changes from call to call replaced and whitespace collapsed."""
-    return _SPACE.sub(" ", _VOLATILE.sub("~", text)).strip()
+    """``text`` with what changes from call to call replaced (dates and times, UUIDs, ids,
+    Unix times) and whitespace collapsed."""
+    words = text.split()
+    for index, word in enumerate(words):
+        if len(word) >= 4 and not word.isalpha():
+            words[index] = _VOLATILE.sub("~", word)
+    return " ".join(words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,34 +81,34 @@ class MessageFacts:
 
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
+    """What the rules read of one request, worked out in one pass over its messages."""
+
     messages: tuple[MessageFacts, ...]
     #: Digest of the canonical request: model, parameters and every message.
     canonical: bytes
     #: The conversation's identity when the client names none: its first system and user
     #: messages.
     conversation: bytes
+    #: Estimated tokens of every message, and of those up to the last user message.
+    tokens: int
+    tokens_at_input: int
+    #: Assistant turns after the last user message.
+    turns_since_input: int
+    #: The assistant turns' tool-call signatures, and the tool results' error signatures.
+    tool_turns: tuple[bytes | None, ...]
+    tool_results: tuple[bytes | None, ...]
 
-    @property
-    def tokens(self) -> int:
-        return sum(m.tokens for m in self.messages)
 
+class _Memo(dict[tuple[int, int], MessageFacts]):
+    """Facts of messages seen recently, by fingerprint, shared by every request: a plain dict
+    (a hit costs one lookup in C; an LRU's bookkeeping would cost more than the rest of a
+    hit), of which the oldest half is dropped when it is full. Used on the event loop only."""
 
-class _Memo:
-    """Facts of messages seen recently, by fingerprint; shared by every request."""
-
-    def __init__(self, size: int = _MEMO_SIZE) -> None:
-        self._cache: LRUCache[tuple[int, int], MessageFacts] = LRUCache(size)
-        self._lock = threading.Lock()
-
-    def facts(self, message: Mapping[str, Any]) -> MessageFacts:
-        key = _fingerprint(message)
-        with self._lock:
-            found = self._cache.get(key)
-        if found is None:
-            found = _message_facts(message)
-            with self._lock:
-                self._cache[key] = found
-        return found
+    def remember(self, key: tuple[int, int], facts: MessageFacts) -> None:
+        if len(self) >= _MEMO_SIZE:
+            for old in list(itertools.islice(self, _MEMO_SIZE // 2)):
+                del self[old]
+        self[key] = facts
 
 
 _MEMO = _Memo()
@@ -110,55 +117,100 @@ _MEMO = _Memo()
 def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
     """The facts of a chat request (validated: ``messages`` is a list of objects)."""
     messages = payload.get("messages")
-    listed = tuple(
-        _MEMO.facts(m)
-        for m in (messages if isinstance(messages, list) else ())
-        if isinstance(m, dict)
-    )
-    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
+    memo, listed = _MEMO, []
     digest = hashlib.blake2b(digest_size=16)
+    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
     digest.update(_dump(params).encode())
-    for message in listed:
-        digest.update(message.digest)
-    first_system = next((m.digest for m in listed if m.role in ("system", "developer")), b"")
-    first_user = next((m.digest for m in listed if m.role == "user"), b"")
+    first_system = first_user = b""
+    tokens = tokens_at_input = turns = 0
+    tool_turns: list[bytes | None] = []
+    tool_results: list[bytes | None] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict):
+            continue
+        # The message's fingerprint: the hash of its parts (strings hash in C, and a string
+        # object once; a list of content parts is hashed as its JSON) and its size. Inline:
+        # this loop runs for every message of every request.
+        get = message.get
+        content, calls = get("content"), get("tool_calls")
+        if content.__class__ is not str and content is not None:
+            content = _dump(content)
+        if calls is not None:
+            calls = _calls_fingerprint(calls)
+        key = (
+            hash((get("role"), get("name"), content, get("tool_call_id"), calls)),
+            len(content) if content is not None else 0,
+        )
+        facts = memo.get(key)
+        if facts is None:
+            facts = _message_facts(message)
+            memo.remember(key, facts)
+        listed.append(facts)
+        digest.update(facts.digest)
+        tokens += facts.tokens
+        role = facts.role
+        if role == "assistant":
+            turns += 1
+            tool_turns.append(facts.tool_calls)
+        elif role == "tool":
+            tool_results.append(facts.tool_error)
+        elif role == "user":
+            tokens_at_input, turns = tokens, 0
+            first_user = first_user or facts.digest
+        elif role in ("system", "developer"):
+            first_system = first_system or facts.digest
     conversation = hashlib.blake2b(first_system + first_user, digest_size=16).digest()
-    return RequestFacts(listed, digest.digest(), conversation)
+    return RequestFacts(
+        tuple(listed),
+        digest.digest(),
+        conversation,
+        tokens,
+        tokens_at_input,
+        turns,
+        tuple(tool_turns),
+        tuple(tool_results),
+    )
 
 
-def _fingerprint(message: Mapping[str, Any]) -> tuple[int, int]:
-    """A cheap identity of a message: the hash of its parts (strings hash once, in C) and its
-    size; what is not a plain string or list of parts is hashed as its JSON."""
-    size = 0
+def _calls_fingerprint(calls: Any) -> Any:
+    if not isinstance(calls, list):
+        return _dump(calls)
     parts: list[Any] = []
-    for name in ("role", "name", "content", "tool_call_id", "tool_calls"):
-        value = message.get(name)
-        if isinstance(value, str):
-            size += len(value)
-            parts.append(value)
-        elif value is None:
-            parts.append(None)
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str | None):
+            parts += (call.get("id"), function.get("name"), function.get("arguments"))
         else:
-            text = _dump(value)
-            size += len(text)
-            parts.append(text)
-    return hash(tuple(parts)), size
+            parts.append(_dump(call))
+    return tuple(parts)
 
 
 def _message_facts(message: Mapping[str, Any]) -> MessageFacts:
     role = message.get("role")
     role = role if isinstance(role, str) else ""
     calls = _tool_calls(message.get("tool_calls"))
-    text = normalize_text(_text_of(message.get("content")))
+    raw = _text_of(message.get("content"))
+    # What a loop re-sends with a new stamp each time is its prompt (a cron's "Now: 09:01")
+    # and its tool calls' arguments; a tool's result is compared as it is, unless it is an
+    # error, read from its start (where errors say so), compared without its stamps.
+    tool_error = None
+    if role == "tool":
+        text = raw
+        if _ERROR.search(raw, 0, _ERROR_WINDOW):
+            normalized = normalize_text(raw)
+            tool_error = hashlib.blake2b(normalized.encode(), digest_size=16).digest()
+    elif role == "assistant":
+        text = raw
+    else:
+        text = normalize_text(raw)
     name = message.get("name")
-    canonical = _dump([role, name if isinstance(name, str) else None, text, calls])
+    called = _dump(calls) if calls else ""
+    # Fields joined by a separator no JSON text and no normalized text holds.
+    canonical = "\x1f".join((role, name if isinstance(name, str) else "", text, called))
     digest = hashlib.blake2b(canonical.encode(), digest_size=16).digest()
     tool_calls = None
     if role == "assistant" and calls:
-        tool_calls = hashlib.blake2b(_dump(calls).encode(), digest_size=16).digest()
-    tool_error = None
-    if role == "tool" and _ERROR.search(text):
-        tool_error = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        tool_calls = hashlib.blake2b(called.encode(), digest_size=16).digest()
     return MessageFacts(role, digest, tool_calls, tool_error, estimate_message_tokens(message))
 
 

@@ -62,6 +62,7 @@ class GuardianMiddleware(GatewayLayer):
         )
         self.recorder = GuardianRecorder(gateway)
         self._header = config.conversation_header.lower().encode()
+        self._windows: dict[str, int | None] = {}
 
     def passes(self, scope: Scope) -> bool:
         return self.request_kind != "chat" or super().passes(scope)
@@ -122,8 +123,11 @@ class GuardianMiddleware(GatewayLayer):
         settings = await gateway.guardian_settings.get(principal.workspace_id)
         plan = gateway.workspaces.plan(workspace) if workspace is not None else None
         plan_name = workspace.plan if workspace is not None else ""
-        key_rules = dict(settings.key_rules.get(principal.key_id) or {})
-        for rule in settings.allow.get(principal.key_id, ()):
+        key_id = principal.key_id
+        if key_id not in settings.key_rules and key_id not in settings.allow:
+            return self.policy.rules_for(plan_name, plan)
+        key_rules = dict(settings.key_rules.get(key_id) or {})
+        for rule in settings.allow.get(key_id, ()):
             for name in GuardianRules.model_fields if rule == "*" else (rule,):
                 key_rules[name] = {**key_rules.get(name, {}), "action": "off"}
         return self.policy.rules_for(plan_name, plan, key_rules)
@@ -151,12 +155,21 @@ class GuardianMiddleware(GatewayLayer):
         return found
 
     def _window(self, model: str) -> int | None:
-        """The model's context window: configured, else the price table's."""
+        """The model's context window: configured, else the price table's (looked up once
+        per model name: the price table is searched, not indexed)."""
+        try:
+            return self._windows[model]
+        except KeyError:
+            pass
         route = self.gateway.route(model)
         config = route.config if route is not None else None
         if config is not None and config.context_window:
-            return config.context_window
-        return self.gateway.costs.context_window(model)
+            window: int | None = config.context_window
+        else:
+            window = self.gateway.costs.context_window(model)
+        if route is not None or len(self._windows) < 1000:  # names no model has: a few only
+            self._windows[model] = window
+        return window
 
     def _conversation(self, scope: Scope, secret: bytes, facts: RequestFacts) -> bytes:
         """The conversation's identity: the client's header, else its first messages."""

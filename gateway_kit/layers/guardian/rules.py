@@ -83,7 +83,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
     action = _action(rule.action)
     if action is None:
         return None
-    turns = [m.tool_calls for m in facts.messages if m.role == "assistant"]
+    turns = facts.tool_turns
     same = tail_run(turns)
     if same >= rule.identical_turns:
         return Trip(
@@ -102,8 +102,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
             cycles,
             f"the last {2 * cycles} assistant turns alternate between the same two tool calls",
         )
-    results = [m.tool_error for m in facts.messages if m.role == "tool"]
-    errors = tail_run(results)
+    errors = tail_run(facts.tool_results)
     if errors >= rule.repeated_errors:
         return Trip(
             "tool_loop",
@@ -120,13 +119,9 @@ def context_growth(rule: ContextGrowthRule, facts: RequestFacts) -> Trip | None:
     action = _action(rule.action)
     if action is None:
         return None
-    messages = facts.messages
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    turns = sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
-    total = facts.tokens
+    turns, total, at_input = facts.turns_since_input, facts.tokens, facts.tokens_at_input
     if turns < rule.min_turns or total < rule.min_tokens:
         return None
-    at_input = sum(m.tokens for m in messages[: last_user + 1])
     threshold = max(rule.min_tokens, math.ceil(rule.factor * max(at_input, 1)))
     if total < threshold:
         return None
