@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from genai_prices.data_snapshot import find_provider_by_id, get_snapshot
 from genai_prices.types import (
@@ -192,6 +192,8 @@ class _Resolved:
 
 
 _MISSING = object()
+_Key = tuple[str, str | None]
+_V = TypeVar("_V")
 
 
 class PriceTable:
@@ -217,6 +219,7 @@ class PriceTable:
         self._clock = clock
         self._cache_size = cache_size
         self._cache: dict[tuple[str, str | None], _Resolved | None] = {}
+        self._windows: dict[tuple[str, str | None], int | None] = {}
         self._lock = threading.Lock()
         # Loading the snapshot imports a large module (about a third of a second): pay it now,
         # not on the first request.
@@ -272,7 +275,17 @@ class PriceTable:
         return baseline - actual
 
     def context_window(self, model: str, provider: str | None = None) -> int | None:
-        """The model's context window in tokens, where the price table knows it."""
+        """The model's context window in tokens, where the price table knows it (searched once
+        per name, like its prices: Guardian asks on every request)."""
+        key = (model, provider)
+        window = self._windows.get(key, _MISSING)
+        if window is _MISSING:
+            window = self._window(model, provider)
+            self._remember(self._windows, key, window)
+        assert window is None or isinstance(window, int)
+        return window
+
+    def _window(self, model: str, provider: str | None) -> int | None:
         attempts: list[tuple[str, str | None]] = [(model, provider), (model, None)]
         vendor, slash, name = model.partition("/")
         if slash and vendor and name:
@@ -283,16 +296,19 @@ class PriceTable:
                 return int(info.context_window)
         return None
 
+    def _remember(self, cache: dict[_Key, _V], key: _Key, value: _V) -> None:
+        with self._lock:
+            if len(cache) >= self._cache_size and key not in cache:
+                # Insertion order: the first entry is the oldest.
+                cache.pop(next(iter(cache)), None)
+            cache[key] = value
+
     def _rates(self, model: str, provider: str | None) -> _Rates | None:
         key = (model, provider)
         resolved = self._cache.get(key, _MISSING)
         if resolved is _MISSING:
             resolved = self._resolve(model, provider)
-            with self._lock:
-                if len(self._cache) >= self._cache_size and key not in self._cache:
-                    # Insertion order: the first entry is the oldest.
-                    self._cache.pop(next(iter(self._cache)), None)
-                self._cache[key] = resolved
+            self._remember(self._cache, key, resolved)
         if resolved is None:
             return None
         assert isinstance(resolved, _Resolved)

@@ -103,7 +103,7 @@ def test_normalize_text() -> None:
     assert normalize_text("Now: 2026-11-25T09:01:07Z.") == "Now: ~."
     assert normalize_text("on 2026-11-25, at 09:01 (run_8f3kq2x9)") == "on ~, at ~ (~)"
     assert normalize_text("id=3f2b8c1e-9d4a-4e5f-8a7b-1c2d3e4f5a6b") == "id=~"
-    plain = "call 911 about 42 cats, 2x faster"
+    plain = "call 911 about 42 cats, 2x faster, order 41764064800 at 123:45"
     assert normalize_text(plain) == plain
 
 

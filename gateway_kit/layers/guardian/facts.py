@@ -40,16 +40,19 @@ __all__ = [
 #: it tells an application's end users apart, and two of them asking alike is no loop).
 VOLATILE_FIELDS = frozenset({"stream", "stream_options", "metadata", "seed", "store"})
 
-# Matched inside a word (``normalize_text`` splits on whitespace first, and only words that
-# are neither all letters nor short are searched: most of a text is never looked at).
+# Matched inside a word that holds a digit (``normalize_text`` finds those first: most of a
+# text is never looked at). A stamp or an id without a single digit is rare enough to keep.
 _VOLATILE = re.compile(
+    r"(?<![0-9])(?:"  # not the tail of a longer number
     r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"  # date
     r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"  # a time of day
+    r"|1[5-9]\d{8}(?:\d{3})?(?![0-9])"  # Unix times, in seconds or milliseconds
+    r")"
     r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUID
     r"|(?:call|chatcmpl|req|msg|toolu|run|thread|evt|resp|fc)[_-][A-Za-z0-9]{6,}"  # ids
     r"|[0-9a-fA-F]{16,}"  # long hex ids
-    r"|1[5-9]\d{8}(?:\d{3})?"  # Unix times, in seconds or milliseconds
 )
+_DIGIT = re.compile(r"[0-9]")
 _ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|not found|denied)\b", re.I)
 _MEMO_SIZE = 50_000
 #: How much of a tool's result is searched for an error.
@@ -59,11 +62,26 @@ _ERROR_WINDOW = 400
 def normalize_text(text: str) -> str:
     """``text`` with what changes from call to call replaced (dates and times, UUIDs, ids,
     Unix times) and whitespace collapsed."""
-    words = text.split()
-    for index, word in enumerate(words):
-        if len(word) >= 4 and not word.isalpha():
-            words[index] = _VOLATILE.sub("~", word)
-    return " ".join(words)
+    text = " ".join(text.split())
+    search, found = _DIGIT.search, _DIGIT.search(text)
+    if found is None:
+        return text
+    pieces: list[str] = []
+    done = 0
+    while found is not None:
+        at = found.start()
+        start, end = text.rfind(" ", 0, at) + 1, text.find(" ", at)
+        if end < 0:
+            end = len(text)
+        if end - start >= 4:
+            word = text[start:end]
+            replaced = _VOLATILE.sub("~", word)
+            if replaced != word:
+                pieces += (text[done:start], replaced)
+                done = end
+        found = search(text, end)
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True, slots=True)

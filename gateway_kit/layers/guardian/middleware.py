@@ -62,7 +62,6 @@ class GuardianMiddleware(GatewayLayer):
         )
         self.recorder = GuardianRecorder(gateway)
         self._header = config.conversation_header.lower().encode()
-        self._windows: dict[str, int | None] = {}
 
     def passes(self, scope: Scope) -> bool:
         return self.request_kind != "chat" or super().passes(scope)
@@ -155,21 +154,12 @@ class GuardianMiddleware(GatewayLayer):
         return found
 
     def _window(self, model: str) -> int | None:
-        """The model's context window: configured, else the price table's (looked up once
-        per model name: the price table is searched, not indexed)."""
-        try:
-            return self._windows[model]
-        except KeyError:
-            pass
+        """The model's context window: configured, else the price table's."""
         route = self.gateway.route(model)
         config = route.config if route is not None else None
         if config is not None and config.context_window:
-            window: int | None = config.context_window
-        else:
-            window = self.gateway.costs.context_window(model)
-        if route is not None or len(self._windows) < 1000:  # names no model has: a few only
-            self._windows[model] = window
-        return window
+            return config.context_window
+        return self.gateway.costs.context_window(model)
 
     def _conversation(self, scope: Scope, secret: bytes, facts: RequestFacts) -> bytes:
         """The conversation's identity: the client's header, else its first messages."""
