@@ -14,6 +14,7 @@ secret: ``guardian.hash_secret``, else one drawn at random once and kept in the 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import secrets
@@ -46,6 +47,8 @@ class GuardianRecorder:
         self._secret: bytes | None = (
             None if configured is None else configured.get_secret_value().encode()
         )
+        self._keyed: hmac.HMAC | None = None
+        self._keyed_with = b""
 
     async def secret(self) -> bytes:
         """The HMAC key (read from the storage once, made there the first time)."""
@@ -58,7 +61,15 @@ class GuardianRecorder:
         return self._secret
 
     def request_hash(self, secret: bytes, canonical: bytes) -> str:
-        return "sha256:" + hmac.digest(secret, canonical, "sha256").hex()
+        keyed = self._keyed
+        if keyed is None or self._keyed_with != secret:
+            # The key's pads hashed once, copied per request (OpenSSL looks the digest up and
+            # hashes the pads on every one-shot call).
+            keyed, self._keyed_with = hmac.new(secret, digestmod=hashlib.sha256), secret
+            self._keyed = keyed
+        mac = keyed.copy()
+        mac.update(canonical)
+        return "sha256:" + mac.hexdigest()
 
     async def record(
         self, workspace_id: str, key_id: str, outcome: Outcome, request_hash: str

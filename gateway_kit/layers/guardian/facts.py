@@ -1,24 +1,23 @@
-"""What Guardian's rules read off a chat request: per-message facts, memoised, and the request's
-canonical digest.
+"""What Guardian's rules read off a chat request, in one pass over its messages: per-message
+facts, remembered (``memo``), and the request's canonical digest.
 
-A message's facts are its canonical digest (role, name, text and tool calls with what changes
-from call to call taken out: ISO timestamps, UUIDs, long hex ids, epoch times, provider ids such
-as ``call_...``, and runs of whitespace), the signature of the tool calls of an assistant turn,
-the signature of a tool result that reads as an error, and its estimated tokens. An agent
-re-sends its whole history on every turn, so the facts are kept in a bounded LRU keyed by a
-fingerprint of the message (Python's string hashes, keyed per process, and the lengths): a
-conversation of 200 messages costs the new messages' work, and a lookup for the others.
+A message's facts are its canonical digest (role, name, text and tool calls; in a prompt and in
+tool-call arguments, what changes from call to call is taken out: dates and times, UUIDs, long
+hex ids, Unix times, provider ids such as ``call_...``, and runs of whitespace), the signature
+of the tool calls of an assistant turn, the signature of a tool result that reads as an error
+(read without its stamps), and its estimated tokens. An agent re-sends its whole history on
+every turn, so a conversation of 200 messages costs the new messages' work and a comparison of
+the others with the last request's.
 
-The request's digest covers its model, its parameters (``stream``, ``stream_options``,
-``metadata``, ``seed`` and ``store`` left out: they change per call, not what is asked; the
-end user's ``user`` kept) and its messages' digests; Guardian keys it with a secret
+The request's digest covers its messages' digests, its model and its parameters (``stream``,
+``stream_options``, ``metadata``, ``seed`` and ``store`` left out: they change per call, not
+what is asked; the end user's ``user`` kept); Guardian keys it with a secret
 (``request_hash``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway_kit.cost.tokens import estimate_message_tokens
+from gateway_kit.layers.guardian.memo import MessageMemo, Prefixes
 
 __all__ = [
     "MessageFacts",
@@ -117,38 +117,78 @@ class RequestFacts:
     tool_results: tuple[bytes | None, ...]
 
 
-class _Memo(dict[tuple[int, int], MessageFacts]):
-    """Facts of messages seen recently, by fingerprint, shared by every request: a plain dict
-    (a hit costs one lookup in C; an LRU's bookkeeping would cost more than the rest of a
-    hit), of which the oldest half is dropped when it is full. Used on the event loop only."""
+class _Walk:
+    """The running state of a pass over a request's messages. The state at the end of a long
+    conversation's request is kept (``Prefixes``) and copied by the next request of it, which
+    carries on from there: it is never changed once kept."""
 
-    def remember(self, key: tuple[int, int], facts: MessageFacts) -> None:
-        if len(self) >= _MEMO_SIZE:
-            for old in list(itertools.islice(self, _MEMO_SIZE // 2)):
-                del self[old]
-        self[key] = facts
+    __slots__ = (
+        "digest",
+        "first_system",
+        "first_user",
+        "listed",
+        "params",
+        "params_dump",
+        "tokens",
+        "tokens_at_input",
+        "tool_results",
+        "tool_turns",
+        "turns",
+    )
+
+    def __init__(self) -> None:
+        #: The messages' digests so far (the request's parameters are added at the end).
+        self.digest = hashlib.blake2b(digest_size=16)
+        self.listed: list[MessageFacts] = []
+        self.tokens = self.tokens_at_input = self.turns = 0
+        self.tool_turns: list[bytes | None] = []
+        self.tool_results: list[bytes | None] = []
+        self.first_system = self.first_user = b""
+        #: The request's parameters, and their canonical JSON (an agent's tools, the same on
+        #: every turn, are compared to the last request's rather than encoded again).
+        self.params: dict[str, Any] | None = None
+        self.params_dump = b""
+
+    def copy(self) -> _Walk:
+        walk = _Walk.__new__(_Walk)
+        walk.digest = self.digest.copy()
+        walk.listed = self.listed.copy()
+        walk.tool_turns, walk.tool_results = self.tool_turns.copy(), self.tool_results.copy()
+        walk.tokens, walk.tokens_at_input, walk.turns = (
+            self.tokens,
+            self.tokens_at_input,
+            self.turns,
+        )
+        walk.first_system, walk.first_user = self.first_system, self.first_user
+        walk.params, walk.params_dump = self.params, self.params_dump
+        return walk
 
 
-_MEMO = _Memo()
+_MEMO: MessageMemo[tuple[int, int], MessageFacts] = MessageMemo(_MEMO_SIZE)
+#: At most 256 conversations, and about 4 million tokens of messages (some 16 MB of text).
+_PREFIXES: Prefixes[_Walk] = Prefixes(conversations=256, weight=4_000_000)
+#: Conversations shorter than this are only worked out message by message.
+_PREFIX_FROM = 16
 
 
 def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
     """The facts of a chat request (validated: ``messages`` is a list of objects)."""
     messages = payload.get("messages")
-    memo, listed = _MEMO, []
-    digest = hashlib.blake2b(digest_size=16)
-    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
-    digest.update(_dump(params).encode())
-    first_system = first_user = b""
-    tokens = tokens_at_input = turns = 0
-    tool_turns: list[bytes | None] = []
-    tool_results: list[bytes | None] = []
-    for message in messages if isinstance(messages, list) else ():
+    if not isinstance(messages, list):
+        messages = []
+    head = _head(messages) if len(messages) >= _PREFIX_FROM else None
+    start, known = (0, None) if head is None else _PREFIXES.find(head, messages)
+    walk = _Walk() if known is None else known.copy()
+    memo, listed, digest = _MEMO, walk.listed, walk.digest
+    tool_turns, tool_results = walk.tool_turns, walk.tool_results
+    tokens, tokens_at_input, turns = walk.tokens, walk.tokens_at_input, walk.turns
+    first_system, first_user = walk.first_system, walk.first_user
+    for message in messages[start:] if start else messages:
         if not isinstance(message, dict):
             continue
         # The message's fingerprint: the hash of its parts (strings hash in C, and a string
         # object once; a list of content parts is hashed as its JSON) and its size. Inline:
-        # this loop runs for every message of every request.
+        # this loop runs for every new message of every request.
         get = message.get
         content, calls = get("content"), get("tool_calls")
         if content.__class__ is not str and content is not None:
@@ -177,16 +217,42 @@ def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
             first_user = first_user or facts.digest
         elif role in ("system", "developer"):
             first_system = first_system or facts.digest
+    walk.tokens, walk.tokens_at_input, walk.turns = tokens, tokens_at_input, turns
+    walk.first_system, walk.first_user = first_system, first_user
+    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
+    if params != walk.params:
+        walk.params, walk.params_dump = params, _dump(params).encode()
+    if head is not None:
+        _PREFIXES.remember(head, messages, walk, tokens)
+    canonical = digest.copy()
+    canonical.update(walk.params_dump)
     conversation = hashlib.blake2b(first_system + first_user, digest_size=16).digest()
     return RequestFacts(
         tuple(listed),
-        digest.digest(),
+        canonical.digest(),
         conversation,
         tokens,
         tokens_at_input,
         turns,
         tuple(tool_turns),
         tuple(tool_results),
+    )
+
+
+def _head(messages: list[Any]) -> int | None:
+    """Which conversation ``Prefixes`` files a request under: its first two messages' roles and
+    texts (a slot two conversations share costs speed only: the messages are compared)."""
+    first, second = messages[0], messages[1]
+    if not (isinstance(first, dict) and isinstance(second, dict)):
+        return None
+    one, two = first.get("content"), second.get("content")
+    return hash(
+        (
+            first.get("role"),
+            one if isinstance(one, str) else None,
+            second.get("role"),
+            two if isinstance(two, str) else None,
+        )
     )
 
 

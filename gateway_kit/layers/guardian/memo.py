@@ -1,0 +1,83 @@
+"""Guardian's two memories of messages already worked out, so that an agent re-sending its whole
+history on every turn costs the new messages' work, not the history's.
+
+- ``MessageMemo``: each message's facts, by a fingerprint of the message (Python's string
+  hashes, keyed per process: strings are hashed in C). Any conversation, in any order.
+- ``Prefixes``: for recent long conversations, the last request's messages as parsed and the
+  state of the pass over them. The next request of that conversation starts with the same
+  messages: one comparison in C (lengths, then the bytes) stands for hashing them all again,
+  and the pass resumes where the last one ended. A request whose history differs is compared
+  no further and worked out message by message.
+
+Both are bounded and used on the event loop only (no lock).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+__all__ = ["MessageMemo", "Prefixes"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+S = TypeVar("S")
+
+
+class MessageMemo(dict[K, V]):
+    """A plain dict (a hit costs one lookup in C; an LRU's bookkeeping would cost more than the
+    rest of a hit), of which the oldest half is dropped when it is full."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def remember(self, key: K, value: V) -> None:
+        if len(self) >= self.size:
+            for old in list(itertools.islice(self, self.size // 2)):
+                del self[old]
+        self[key] = value
+
+
+class Prefixes(Generic[S]):
+    """The last request of up to ``conversations`` conversations, least recently used dropped
+    first, and no more than ``weight`` in all (the states' weights: Guardian's are estimated
+    tokens, so the messages held stay within a few times that many bytes)."""
+
+    def __init__(self, *, conversations: int, weight: int) -> None:
+        self._entries: OrderedDict[int, tuple[list[Any], S, int]] = OrderedDict()
+        self._conversations = conversations
+        self._limit = weight
+        self._weight = 0
+
+    def find(self, key: int, messages: Sequence[Any]) -> tuple[int, S | None]:
+        """How many of ``messages`` the conversation's last request began with, and the state
+        after them; ``(0, None)`` when it is unknown or its history was changed."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return 0, None
+        previous, state, _ = entry
+        count = len(previous)
+        if count > len(messages) or messages[:count] != previous:
+            return 0, None
+        self._entries.move_to_end(key)
+        return count, state
+
+    def remember(self, key: int, messages: Sequence[Any], state: S, weight: int) -> None:
+        """``state``, after ``messages``, as the conversation's last request (``state`` must
+        not change from now on: ``find`` hands it out as it is)."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._weight -= old[2]
+        if weight > self._limit:
+            return
+        self._entries[key] = (list(messages), state, weight)
+        self._weight += weight
+        while len(self._entries) > self._conversations or self._weight > self._limit:
+            _, (_, _, dropped) = self._entries.popitem(last=False)
+            self._weight -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
