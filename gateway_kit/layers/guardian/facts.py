@@ -22,6 +22,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from gateway_kit.cost.tokens import estimate_message_tokens
@@ -117,56 +119,20 @@ class RequestFacts:
     tool_results: tuple[bytes | None, ...]
 
 
-class _Walk:
-    """The running state of a pass over a request's messages. The state at the end of a long
-    conversation's request is kept (``Prefixes``) and copied by the next request of it, which
-    carries on from there: it is never changed once kept."""
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What ``Prefixes`` keeps of a conversation's last request besides its messages: their
+    facts, and its parameters with their canonical JSON (an agent's tools, the same on every
+    turn, are compared with the last request's rather than encoded again)."""
 
-    __slots__ = (
-        "digest",
-        "first_system",
-        "first_user",
-        "listed",
-        "params",
-        "params_dump",
-        "tokens",
-        "tokens_at_input",
-        "tool_results",
-        "tool_turns",
-        "turns",
-    )
-
-    def __init__(self) -> None:
-        #: The messages' digests so far (the request's parameters are added at the end).
-        self.digest = hashlib.blake2b(digest_size=16)
-        self.listed: list[MessageFacts] = []
-        self.tokens = self.tokens_at_input = self.turns = 0
-        self.tool_turns: list[bytes | None] = []
-        self.tool_results: list[bytes | None] = []
-        self.first_system = self.first_user = b""
-        #: The request's parameters, and their canonical JSON (an agent's tools, the same on
-        #: every turn, are compared to the last request's rather than encoded again).
-        self.params: dict[str, Any] | None = None
-        self.params_dump = b""
-
-    def copy(self) -> _Walk:
-        walk = _Walk.__new__(_Walk)
-        walk.digest = self.digest.copy()
-        walk.listed = self.listed.copy()
-        walk.tool_turns, walk.tool_results = self.tool_turns.copy(), self.tool_results.copy()
-        walk.tokens, walk.tokens_at_input, walk.turns = (
-            self.tokens,
-            self.tokens_at_input,
-            self.turns,
-        )
-        walk.first_system, walk.first_user = self.first_system, self.first_user
-        walk.params, walk.params_dump = self.params, self.params_dump
-        return walk
+    listed: list[MessageFacts]
+    params: dict[str, Any]
+    params_dump: bytes
 
 
 _MEMO: MessageMemo[tuple[int, int], MessageFacts] = MessageMemo(_MEMO_SIZE)
 #: At most 256 conversations, and about 4 million tokens of messages (some 16 MB of text).
-_PREFIXES: Prefixes[_Walk] = Prefixes(conversations=256, weight=4_000_000)
+_PREFIXES: Prefixes[_Known] = Prefixes(conversations=256, weight=4_000_000)
 #: Conversations shorter than this are only worked out message by message.
 _PREFIX_FROM = 16
 
@@ -177,14 +143,12 @@ def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
     if not isinstance(messages, list):
         messages = []
     head = _head(messages) if len(messages) >= _PREFIX_FROM else None
-    start, known = (0, None) if head is None else _PREFIXES.find(head, messages)
-    walk = _Walk() if known is None else known.copy()
-    memo, listed, digest = _MEMO, walk.listed, walk.digest
-    tool_turns, tool_results = walk.tool_turns, walk.tool_results
-    tokens, tokens_at_input, turns = walk.tokens, walk.tokens_at_input, walk.turns
-    first_system, first_user = walk.first_system, walk.first_user
-    for message in messages[start:] if start else messages:
+    same, known = (0, None) if head is None else _PREFIXES.find(head, messages)
+    listed = known.listed[:same] if known is not None else []
+    memo = _MEMO
+    for message in messages[same:] if same else messages:
         if not isinstance(message, dict):
+            listed.append(_NOT_A_MESSAGE)  # one fact per message: a prefix is counted in both
             continue
         # The message's fingerprint: the hash of its parts (strings hash in C, and a string
         # object once; a list of content parts is hashed as its JSON) and its size. Inline:
@@ -204,38 +168,41 @@ def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
             facts = _message_facts(message)
             memo.remember(key, facts)
         listed.append(facts)
-        digest.update(facts.digest)
-        tokens += facts.tokens
-        role = facts.role
-        if role == "assistant":
-            turns += 1
-            tool_turns.append(facts.tool_calls)
-        elif role == "tool":
-            tool_results.append(facts.tool_error)
-        elif role == "user":
-            tokens_at_input, turns = tokens, 0
-            first_user = first_user or facts.digest
-        elif role in ("system", "developer"):
-            first_system = first_system or facts.digest
-    walk.tokens, walk.tokens_at_input, walk.turns = tokens, tokens_at_input, turns
-    walk.first_system, walk.first_user = first_system, first_user
     params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
-    if params != walk.params:
-        walk.params, walk.params_dump = params, _dump(params).encode()
+    if known is not None and params == known.params:
+        params_dump = known.params_dump
+    else:
+        params_dump = _dump(params).encode()
+    request = _summary(listed, params_dump)
     if head is not None:
-        _PREFIXES.remember(head, messages, walk, tokens)
-    canonical = digest.copy()
-    canonical.update(walk.params_dump)
-    conversation = hashlib.blake2b(first_system + first_user, digest_size=16).digest()
+        _PREFIXES.remember(head, messages, _Known(listed, params, params_dump), request.tokens)
+    return request
+
+
+_NOT_A_MESSAGE = MessageFacts("", hashlib.blake2b(b"", digest_size=16).digest(), None, None, 0)
+_ROLE, _TOKENS, _DIGEST = attrgetter("role"), attrgetter("tokens"), attrgetter("digest")
+_CALLS, _ERRORS = attrgetter("tool_calls"), attrgetter("tool_error")
+_SYSTEM = frozenset({"system", "developer"})
+
+
+def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
+    """The request's facts from its messages' (each step a loop in C: no Python per message)."""
+    roles = list(map(_ROLE, listed))
+    last_user = len(roles) - 1 - roles[::-1].index("user") if "user" in roles else -1
+    first_user = listed[roles.index("user")].digest if last_user >= 0 else b""
+    system = next(compress(listed, map(_SYSTEM.__contains__, roles)), None)
+    canonical = hashlib.blake2b(b"".join(map(_DIGEST, listed)), digest_size=16)
+    canonical.update(params_dump)
+    first_system = b"" if system is None else system.digest
     return RequestFacts(
         tuple(listed),
         canonical.digest(),
-        conversation,
-        tokens,
-        tokens_at_input,
-        turns,
-        tuple(tool_turns),
-        tuple(tool_results),
+        hashlib.blake2b(first_system + first_user, digest_size=16).digest(),
+        sum(map(_TOKENS, listed)),
+        sum(map(_TOKENS, listed[: last_user + 1])),
+        roles[last_user + 1 :].count("assistant"),
+        tuple(compress(map(_CALLS, listed), map("assistant".__eq__, roles))),
+        tuple(compress(map(_ERRORS, listed), map("tool".__eq__, roles))),
     )
 
 

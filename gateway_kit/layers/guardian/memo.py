@@ -3,11 +3,11 @@ history on every turn costs the new messages' work, not the history's.
 
 - ``MessageMemo``: each message's facts, by a fingerprint of the message (Python's string
   hashes, keyed per process: strings are hashed in C). Any conversation, in any order.
-- ``Prefixes``: for recent long conversations, the last request's messages as parsed and the
-  state of the pass over them. The next request of that conversation starts with the same
-  messages: one comparison in C (lengths, then the bytes) stands for hashing them all again,
-  and the pass resumes where the last one ended. A request whose history differs is compared
-  no further and worked out message by message.
+- ``Prefixes``: for recent long conversations, the last request's messages as parsed and
+  what was worked out of them. The next request of that conversation starts with the same
+  messages: one comparison in C (lengths, then the bytes) stands for hashing them all again.
+  A request that parts from the last one (a retry, an edited history) reuses the messages
+  before the first that differs.
 
 Both are bounded and used on the event loop only (no lock).
 """
@@ -24,6 +24,8 @@ __all__ = ["MessageMemo", "Prefixes"]
 K = TypeVar("K")
 V = TypeVar("V")
 S = TypeVar("S")
+
+_RUN = 16
 
 
 class MessageMemo(dict[K, V]):
@@ -53,21 +55,31 @@ class Prefixes(Generic[S]):
         self._weight = 0
 
     def find(self, key: int, messages: Sequence[Any]) -> tuple[int, S | None]:
-        """How many of ``messages`` the conversation's last request began with, and the state
-        after them; ``(0, None)`` when it is unknown or its history was changed."""
+        """How many of ``messages`` the conversation's last request began with, and what was
+        kept of that request; ``(0, None)`` when the conversation is unknown."""
         entry = self._entries.get(key)
         if entry is None:
             return 0, None
         previous, state, _ = entry
-        count = len(previous)
-        if count > len(messages) or messages[:count] != previous:
-            return 0, None
         self._entries.move_to_end(key)
-        return count, state
+        count = len(previous)
+        if count < len(messages) and messages[:count] == previous:
+            return count, state  # the next turn: the last request and more
+        # Another branch of the history (a retry, an edit): where they part, found comparing
+        # runs of messages in C, then the messages of the run that differs.
+        same, limit = 0, min(count, len(messages))
+        while same < limit:
+            end = min(same + _RUN, limit)
+            if messages[same:end] != previous[same:end]:
+                while messages[same] == previous[same]:
+                    same += 1
+                break
+            same = end
+        return same, state
 
     def remember(self, key: int, messages: Sequence[Any], state: S, weight: int) -> None:
-        """``state``, after ``messages``, as the conversation's last request (``state`` must
-        not change from now on: ``find`` hands it out as it is)."""
+        """``state``, of ``messages``, as the conversation's last request (``state`` must not
+        change from now on: ``find`` hands it out as it is)."""
         old = self._entries.pop(key, None)
         if old is not None:
             self._weight -= old[2]
