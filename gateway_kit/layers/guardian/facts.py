@@ -21,10 +21,8 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway_kit.cost.tokens import estimate_message_tokens
 from gateway_kit.layers.guardian.memo import MessageMemo, Prefixes
@@ -33,6 +31,7 @@ __all__ = [
     "MessageFacts",
     "RequestFacts",
     "facts_of",
+    "normalize",
     "normalize_text",
     "ping_pong_cycles",
     "tail_run",
@@ -42,52 +41,68 @@ __all__ = [
 #: it tells an application's end users apart, and two of them asking alike is no loop).
 VOLATILE_FIELDS = frozenset({"stream", "stream_options", "metadata", "seed", "store"})
 
-# Matched inside a word that holds a digit (``normalize_text`` finds those first: most of a
-# text is never looked at). A stamp or an id without a single digit is rare enough to keep.
+# Matched inside a word that holds a digit (``normalize`` finds those first: most of a text is
+# never looked at). A stamp or an id without a single digit is rare enough to keep.
 _VOLATILE = re.compile(
-    r"(?<![0-9])(?:"  # not the tail of a longer number
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"  # date
-    r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"  # a time of day
-    r"|1[5-9]\d{8}(?:\d{3})?(?![0-9])"  # Unix times, in seconds or milliseconds
-    r")"
-    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUID
-    r"|(?:call|chatcmpl|req|msg|toolu|run|thread|evt|resp|fc)[_-][A-Za-z0-9]{6,}"  # ids
-    r"|[0-9a-fA-F]{16,}"  # long hex ids
+    rb"(?<![0-9])(?:"  # not the tail of a longer number
+    rb"[0-9]{4}-[0-9]{2}-[0-9]{2}"  # a date, with its time
+    rb"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+    rb"|[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?"  # a time of day
+    rb"|1[5-9][0-9]{8}(?:[0-9]{3})?(?![0-9])"  # Unix times, in seconds or milliseconds
+    rb")"
+    rb"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # UUID
+    rb"|(?:call|chatcmpl|req|msg|toolu|run|thread|evt|resp|fc)[_-][A-Za-z0-9]{6,}"  # ids
+    rb"|[0-9a-fA-F]{16,}"  # long hex ids
 )
-_DIGIT = re.compile(r"[0-9]")
+#: ASCII whitespace (and the information separators ``str.split`` counts as whitespace) as a
+#: space; and each byte as ``0`` if it is a digit, else ``a``: a digit is then found by
+#: ``bytes.find`` (a memchr), not by a regex.
+_SPACES = bytes.maketrans(b"\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f", b" " * 9)
+_DIGIT_MARKS = bytes(48 if 48 <= byte <= 57 else 97 for byte in range(256))
 _ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|not found|denied)\b", re.I)
 _MEMO_SIZE = 50_000
 #: How much of a tool's result is searched for an error.
 _ERROR_WINDOW = 400
 
 
-def normalize_text(text: str) -> str:
-    """``text`` with what changes from call to call replaced (dates and times, UUIDs, ids,
-    Unix times) and whitespace collapsed."""
-    text = " ".join(text.split())
-    search, found = _DIGIT.search, _DIGIT.search(text)
-    if found is None:
-        return text
-    pieces: list[str] = []
+def normalize(data: bytes) -> bytes:
+    """UTF-8 ``data`` with what changes from call to call replaced by ``~`` (dates and times,
+    UUIDs, ids, Unix times) and runs of ASCII whitespace made one space. A multi-byte
+    character holds no ASCII byte, so it is never cut, and other whitespace is kept."""
+    data = data.translate(_SPACES)
+    while b"  " in data:
+        data = data.replace(b"  ", b" ")
+    data = data.strip(b" ")
+    marks = data.translate(_DIGIT_MARKS)
+    at = marks.find(48)
+    if at < 0:
+        return data
+    pieces: list[bytes] = []
     done = 0
-    while found is not None:
-        at = found.start()
-        start, end = text.rfind(" ", 0, at) + 1, text.find(" ", at)
+    while at >= 0:
+        start, end = data.rfind(b" ", 0, at) + 1, data.find(b" ", at)
         if end < 0:
-            end = len(text)
+            end = len(data)
         if end - start >= 4:
-            word = text[start:end]
-            replaced = _VOLATILE.sub("~", word)
-            if replaced != word:
-                pieces += (text[done:start], replaced)
+            word = data[start:end]
+            replaced, count = _VOLATILE.subn(b"~", word)
+            if count:
+                pieces += (data[done:start], replaced)
                 done = end
-        found = search(text, end)
-    pieces.append(text[done:])
-    return "".join(pieces)
+        at = marks.find(48, end)
+    pieces.append(data[done:])
+    return b"".join(pieces)
 
 
-@dataclass(frozen=True, slots=True)
-class MessageFacts:
+def normalize_text(text: str) -> str:
+    """``normalize`` for text."""
+    return normalize(text.encode()).decode()
+
+
+class MessageFacts(NamedTuple):
+    """One message's facts (a named tuple: made and read on every new message, and a request's
+    are transposed at once by ``zip``)."""
+
     role: str
     #: The canonical message's digest (16 bytes).
     digest: bytes
@@ -99,8 +114,7 @@ class MessageFacts:
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class RequestFacts:
+class RequestFacts(NamedTuple):
     """What the rules read of one request, worked out in one pass over its messages."""
 
     messages: tuple[MessageFacts, ...]
@@ -119,20 +133,14 @@ class RequestFacts:
     tool_results: tuple[bytes | None, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """What ``Prefixes`` keeps of a conversation's last request besides its messages: their
-    facts, and its parameters with their canonical JSON (an agent's tools, the same on every
-    turn, are compared with the last request's rather than encoded again)."""
-
-    listed: list[MessageFacts]
-    params: dict[str, Any]
-    params_dump: bytes
-
-
 _MEMO: MessageMemo[tuple[int, int], MessageFacts] = MessageMemo(_MEMO_SIZE)
-#: At most 256 conversations, and about 4 million tokens of messages (some 16 MB of text).
-_PREFIXES: Prefixes[_Known] = Prefixes(conversations=256, weight=4_000_000)
+#: What is kept of a long conversation's last request besides its messages: their facts. At
+#: most 256 conversations, and about 4 million tokens of messages (some 16 MB of text).
+_PREFIXES: Prefixes[list[MessageFacts]] = Prefixes(conversations=256, weight=4_000_000)
+#: The last requests' parameters, with their canonical JSON: an application or an agent sends
+#: the same ones (an agent's tools) again and again, compared rather than encoded again.
+_PARAMS: list[tuple[dict[str, Any], bytes]] = []
+_PARAMS_KEPT = 8
 #: Conversations shorter than this are only worked out message by message.
 _PREFIX_FROM = 16
 
@@ -144,7 +152,7 @@ def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
         messages = []
     head = _head(messages) if len(messages) >= _PREFIX_FROM else None
     same, known = (0, None) if head is None else _PREFIXES.find(head, messages)
-    listed = known.listed[:same] if known is not None else []
+    listed = known[:same] if known is not None else []
     memo = _MEMO
     for message in messages[same:] if same else messages:
         if not isinstance(message, dict):
@@ -168,42 +176,60 @@ def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
             facts = _message_facts(message)
             memo.remember(key, facts)
         listed.append(facts)
-    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
-    if known is not None and params == known.params:
-        params_dump = known.params_dump
-    else:
-        params_dump = _dump(params).encode()
-    request = _summary(listed, params_dump)
+    request = _summary(listed, _params_dump(payload))
     if head is not None:
-        _PREFIXES.remember(head, messages, _Known(listed, params, params_dump), request.tokens)
+        _PREFIXES.remember(head, messages, listed, request.tokens)
     return request
 
 
+def _params_dump(payload: Mapping[str, Any]) -> bytes:
+    """The canonical JSON of the request's parameters (all but its messages and
+    ``VOLATILE_FIELDS``), the last requests' reused when they are the same."""
+    params = {k: v for k, v in payload.items() if k != "messages" and k not in VOLATILE_FIELDS}
+    kept = _PARAMS
+    for index, (known, dump) in enumerate(kept):
+        if known == params:
+            if index:
+                kept.insert(0, kept.pop(index))
+            return dump
+    dump = _dump(params).encode()
+    kept.insert(0, (params, dump))
+    del kept[_PARAMS_KEPT:]
+    return dump
+
+
 _NOT_A_MESSAGE = MessageFacts("", hashlib.blake2b(b"", digest_size=16).digest(), None, None, 0)
-_ROLE, _TOKENS, _DIGEST = attrgetter("role"), attrgetter("tokens"), attrgetter("digest")
-_CALLS, _ERRORS = attrgetter("tool_calls"), attrgetter("tool_error")
 _SYSTEM = frozenset({"system", "developer"})
 
 
 def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
-    """The request's facts from its messages' (each step a loop in C: no Python per message)."""
-    roles = list(map(_ROLE, listed))
-    last_user = len(roles) - 1 - roles[::-1].index("user") if "user" in roles else -1
-    first_user = listed[roles.index("user")].digest if last_user >= 0 else b""
-    system = next(compress(listed, map(_SYSTEM.__contains__, roles)), None)
-    canonical = hashlib.blake2b(b"".join(map(_DIGEST, listed)), digest_size=16)
+    """The request's facts from its messages' (transposed by ``zip``, then each step a loop in
+    C: no Python per message)."""
+    if not listed:
+        empty = hashlib.blake2b(params_dump, digest_size=16).digest()
+        return RequestFacts((), empty, _NO_CONVERSATION, 0, 0, 0, (), ())
+    roles, digests, calls, errors, tokens = zip(*listed, strict=True)
+    try:
+        last_user = len(roles) - 1 - roles[::-1].index("user")
+        first_user = digests[roles.index("user")]
+    except ValueError:
+        last_user, first_user = -1, b""
+    first_system = next(compress(digests, map(_SYSTEM.__contains__, roles)), b"")
+    canonical = hashlib.blake2b(b"".join(digests), digest_size=16)
     canonical.update(params_dump)
-    first_system = b"" if system is None else system.digest
     return RequestFacts(
         tuple(listed),
         canonical.digest(),
         hashlib.blake2b(first_system + first_user, digest_size=16).digest(),
-        sum(map(_TOKENS, listed)),
-        sum(map(_TOKENS, listed[: last_user + 1])),
+        sum(tokens),
+        sum(tokens[: last_user + 1]),
         roles[last_user + 1 :].count("assistant"),
-        tuple(compress(map(_CALLS, listed), map("assistant".__eq__, roles))),
-        tuple(compress(map(_ERRORS, listed), map("tool".__eq__, roles))),
+        tuple(compress(calls, map("assistant".__eq__, roles))),
+        tuple(compress(errors, map("tool".__eq__, roles))),
     )
+
+
+_NO_CONVERSATION = hashlib.blake2b(b"", digest_size=16).digest()
 
 
 def _head(messages: list[Any]) -> int | None:
@@ -245,23 +271,22 @@ def _message_facts(message: Mapping[str, Any]) -> MessageFacts:
     # and its tool calls' arguments; a tool's result is compared as it is, unless it is an
     # error, read from its start (where errors say so), compared without its stamps.
     tool_error = None
+    text = raw.encode()
     if role == "tool":
-        text = raw
         if _ERROR.search(raw, 0, _ERROR_WINDOW):
-            normalized = normalize_text(raw)
-            tool_error = hashlib.blake2b(normalized.encode(), digest_size=16).digest()
-    elif role == "assistant":
-        text = raw
-    else:
-        text = normalize_text(raw)
+            tool_error = hashlib.blake2b(normalize(text), digest_size=16).digest()
+    elif role != "assistant":
+        text = normalize(text)
     name = message.get("name")
-    called = _dump(calls) if calls else ""
-    # Fields joined by a separator no JSON text and no normalized text holds.
-    canonical = "\x1f".join((role, name if isinstance(name, str) else "", text, called))
-    digest = hashlib.blake2b(canonical.encode(), digest_size=16).digest()
+    called = _dump(calls).encode() if calls else b""
+    # The role (one of a few) and the calls (JSON: control characters escaped) hold no 0x1f;
+    # the name is counted, and the text, last, is whatever it is.
+    named = name.encode() if isinstance(name, str) else b""
+    canonical = b"%s\x1f%s\x1f%d\x1f%s\x1f%s" % (role.encode(), called, len(named), named, text)
+    digest = hashlib.blake2b(canonical, digest_size=16).digest()
     tool_calls = None
     if role == "assistant" and calls:
-        tool_calls = hashlib.blake2b(called.encode(), digest_size=16).digest()
+        tool_calls = hashlib.blake2b(called, digest_size=16).digest()
     return MessageFacts(role, digest, tool_calls, tool_error, estimate_message_tokens(message))
 
 

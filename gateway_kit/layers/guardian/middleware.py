@@ -97,14 +97,10 @@ class GuardianMiddleware(GatewayLayer):
         facts = facts_of(payload)
         request_hash = self.recorder.request_hash(secret, facts.canonical)
         trips = [t for t in await self._stateless(rules, payload, facts) if t is not None]
-        keys = StepKeys.of(
-            principal,
-            request_hash,
-            self._conversation(scope, secret, facts),
-            gateway.clock(),
-            rules,
-        )
-        step = GuardianStep(self, principal, rules, keys, trips, request_hash)
+        plan = self.policy.plan(rules)
+        conversation = self._conversation(scope, secret, facts) if plan.conversation else b""
+        keys = StepKeys.of(principal, request_hash, conversation, gateway.clock(), rules, plan)
+        step = GuardianStep(self, principal, rules, plan, keys, trips, request_hash)
         verdict = self.policy.verdict(rules, trips)
         step.record(ctx, verdict)
         if verdict.refusal is not None:

@@ -26,7 +26,7 @@ from gateway_kit.config.guardian import GuardianRules, merge_rules
 from gateway_kit.layers.guardian.rules import Trip
 from gateway_kit.pipeline.verdicts import Refusal, Verdict
 
-__all__ = ["GuardianPolicy", "GuardianVerdict", "Outcome"]
+__all__ = ["PASS", "GuardianPolicy", "GuardianVerdict", "Outcome", "StepPlan"]
 
 _SEVERITY = {"block": 3, "throttle": 2, "warn": 1}
 
@@ -58,13 +58,32 @@ class GuardianVerdict(Verdict):
     headers: tuple[tuple[bytes, bytes], ...] = field(default=())
 
 
+#: The verdict of a request nothing tripped (a verdict is immutable: one for all of them).
+PASS = GuardianVerdict()
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """What the admission step counts and reads under a set of rules, worked out once per set
+    (``GuardianPolicy.plan``): a counter's TTL and limit (``None``: counted, never refused
+    there), or ``None`` for a rule that is off."""
+
+    repeat: tuple[float, int | None] | None
+    conversation: tuple[float, int | None] | None
+    spend: bool
+    #: ``spend_spike``'s floor in micro-USD: below it the rule is not looked at.
+    spend_floor: int
+
+
 class GuardianPolicy:
     """The rules in force for a request, and the verdict of their trips."""
 
     def __init__(self, config: GuardianConfig) -> None:
         self.config = config
-        # Memo, not per-request state: merged rules by plan and key overrides.
+        # Memos, not per-request state: merged rules by plan and key overrides, and each set
+        # of rules' plan by its identity (the set kept with it, so the identity stays its own).
         self._merged: TTLMap[tuple[str, str], GuardianRules] = TTLMap(3600.0, maxsize=10_000)
+        self._plans: dict[int, tuple[GuardianRules, StepPlan]] = {}
 
     def rules_for(
         self,
@@ -86,6 +105,33 @@ class GuardianPolicy:
             self._merged.set(memo_key, merged)
         return merged
 
+    def plan(self, rules: GuardianRules) -> StepPlan:
+        """The admission step's counters and reads under ``rules``."""
+        known = self._plans.get(id(rules))
+        if known is not None and known[0] is rules:
+            return known[1]
+        repeat, steps, spend = rules.repeat, rules.conversation_steps, rules.spend_spike
+        enforced = self.enforced(rules, "repeat") and repeat.action != "warn"
+        counted = self.enforced(rules, "conversation_steps") and steps.action == "block"
+        plan = StepPlan(
+            repeat=(
+                None
+                if repeat.action == "off"
+                else (repeat.window_s, repeat.block_at - 1 if enforced else None)
+            ),
+            conversation=(
+                None
+                if steps.action == "off"
+                else (steps.window_s, steps.max_steps if counted else None)
+            ),
+            spend=spend.action != "off",
+            spend_floor=max(int(spend.floor_usd * 1_000_000), 1),
+        )
+        if len(self._plans) >= 10_000:
+            self._plans.clear()
+        self._plans[id(rules)] = (rules, plan)
+        return plan
+
     def monitors(self, rules: GuardianRules, rule: str) -> bool:
         """Whether ``rule`` is only watched (monitor mode), not enforced."""
         own: Mode | None = getattr(rules, rule).mode
@@ -96,9 +142,9 @@ class GuardianPolicy:
         return (own or self.config.mode) is Mode.ENFORCE
 
     def verdict(self, rules: GuardianRules, trips: Sequence[Trip]) -> GuardianVerdict:
+        if not trips:
+            return PASS
         outcomes = tuple(Outcome(t, self.monitors(rules, t.rule)) for t in trips)
-        if not outcomes:
-            return GuardianVerdict()
         headers = [
             f"would-{o.trip.action}={o.trip.rule}"
             if o.monitor

@@ -17,8 +17,7 @@ after an upstream error does not count as a repeat.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gateway_kit._asgi.types import Header
 from gateway_kit.accounts.keys import Principal
@@ -27,7 +26,7 @@ from gateway_kit.config.guardian import GuardianRules
 from gateway_kit.exceptions import StorageError
 from gateway_kit.layers.guardian import rules as checks
 from gateway_kit.layers.guardian.events import GuardianRecorder
-from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict
+from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict, StepPlan
 from gateway_kit.pipeline.admission import Contribution, Settlement
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
@@ -40,9 +39,9 @@ _DAY = 86_400.0
 _DAY_TTL = 2 * _DAY + 3600
 
 
-@dataclass(frozen=True, slots=True)
-class StepKeys:
-    """The storage keys of one request's counters and reads, and where in the windows it is."""
+class StepKeys(NamedTuple):
+    """The storage keys of one request's counters and reads (``""`` for a rule that is off),
+    and where in the windows it is."""
 
     repeat: str
     conversation: str
@@ -62,20 +61,26 @@ class StepKeys:
         conversation: bytes,
         now: float,
         rules: GuardianRules,
+        plan: StepPlan,
     ) -> StepKeys:
         base = f"{principal.workspace_id}:guardian"
         key = principal.key_id
+        repeat = f"{base}:repeat:{key}:{request_hash[7:39]}" if plan.repeat else ""
+        steps = f"{base}:conv:{key}:{conversation[:32].decode()}" if plan.conversation else ""
+        if not plan.spend:
+            return cls(repeat, steps, "", "", "", "", 0.0, 0.0)
         window = rules.spend_spike.window_s
         bucket, day = int(now // window), int(now // _DAY)
+        spend = f"{base}:spend:{key}:"
         return cls(
-            repeat=f"{base}:repeat:{key}:{request_hash[7:39]}",
-            conversation=f"{base}:conv:{key}:{conversation[:32].decode()}",
-            spend_now=f"{base}:spend:{key}:m{bucket}",
-            spend_before=f"{base}:spend:{key}:m{bucket - 1}",
-            day_now=f"{base}:spend:{key}:d{day}",
-            day_before=f"{base}:spend:{key}:d{day - 1}",
-            into_window=now - bucket * window,
-            into_day=now - day * _DAY,
+            repeat,
+            steps,
+            f"{spend}m{bucket}",
+            f"{spend}m{bucket - 1}",
+            f"{spend}d{day}",
+            f"{spend}d{day - 1}",
+            now - bucket * window,
+            now - day * _DAY,
         )
 
 
@@ -97,6 +102,7 @@ class GuardianStep:
         layer: _Layer,
         principal: Principal,
         rules: GuardianRules,
+        plan: StepPlan,
         keys: StepKeys,
         trips: list[checks.Trip],
         request_hash: str,
@@ -104,6 +110,7 @@ class GuardianStep:
         self._layer = layer
         self._principal = principal
         self._rules = rules
+        self._plan = plan
         self._keys = keys
         self._trips = trips
         self._hash = request_hash
@@ -114,38 +121,28 @@ class GuardianStep:
     # -- the admission step -------------------------------------------------------------------
 
     def contribute(self, ctx: RequestContext) -> Contribution | None:
-        rules, keys, policy = self._rules, self._keys, self._layer.policy
+        keys, plan = self._keys, self._plan
         increments = []
-        if rules.repeat.action != "off":
-            enforced = policy.enforced(rules, "repeat") and rules.repeat.action != "warn"
-            self._repeat = Increment(
-                keys.repeat,
-                1,
-                ttl=rules.repeat.window_s,
-                limit=rules.repeat.block_at - 1 if enforced else None,
-            )
+        if plan.repeat is not None:
+            ttl, limit = plan.repeat
+            self._repeat = Increment(keys.repeat, 1, ttl=ttl, limit=limit)
             increments.append(self._repeat)
-        steps = rules.conversation_steps
-        if steps.action != "off":
-            enforced = policy.enforced(rules, "conversation_steps") and steps.action == "block"
-            self._conversation = Increment(
-                keys.conversation,
-                1,
-                ttl=steps.window_s,
-                limit=steps.max_steps if enforced else None,
-            )
+        if plan.conversation is not None:
+            ttl, limit = plan.conversation
+            self._conversation = Increment(keys.conversation, 1, ttl=ttl, limit=limit)
             increments.append(self._conversation)
-        reads: list[str] = []
-        if rules.spend_spike.action != "off":
+        if plan.spend:
             reads = [keys.spend_now, keys.spend_before, keys.day_now, keys.day_before]
-        if not increments and not reads:
-            return None
-        return Contribution(increments, reads=reads)
+            return Contribution(increments, reads=reads)
+        return Contribution(increments) if increments else None
 
     def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
         if not result.allowed:
             return None  # another layer refused: nothing of ours stands, nothing to say
-        verdict = self._layer.policy.verdict(self._rules, [*self._trips, *self._stateful(result)])
+        trips = self._stateful(result)
+        if self._trips:
+            trips[:0] = self._trips
+        verdict = self._layer.policy.verdict(self._rules, trips)
         self.record(ctx, verdict)
         return verdict.refusal
 
@@ -169,28 +166,31 @@ class GuardianStep:
 
     def _stateful(self, result: IncrManyResult, *, refused: str | None = None) -> list[checks.Trip]:
         rules, keys = self._rules, self._keys
-        found: list[checks.Trip | None] = []
+        found: list[checks.Trip] = []
         if self._repeat is not None:
             count = result.values.get(keys.repeat, 0)
-            found.append(checks.repeat(rules.repeat, count, refused=refused == keys.repeat))
+            trip = checks.repeat(rules.repeat, count, refused=refused == keys.repeat)
+            if trip is not None:
+                found.append(trip)
         if self._conversation is not None:
             count = result.values.get(keys.conversation, 0)
-            found.append(
-                checks.conversation_steps(
-                    rules.conversation_steps, count, refused=refused == keys.conversation
-                )
-            )
-        if rules.spend_spike.action != "off" and refused is None:
+            steps = rules.conversation_steps
+            trip = checks.conversation_steps(steps, count, refused=refused == keys.conversation)
+            if trip is not None:
+                found.append(trip)
+        if self._plan.spend and refused is None:
             reads = result.reads
-            window = rules.spend_spike.window_s
             now, before = _int(reads.get(keys.spend_now)), _int(reads.get(keys.spend_before))
-            # The previous window, weighted by how much of it the sliding window still covers.
-            recent = now + int(before * (1 - keys.into_window / window))
-            day = _int(reads.get(keys.day_now)) + _int(reads.get(keys.day_before))
-            found.append(
-                checks.spend_spike(rules.spend_spike, recent, window, day, _DAY + keys.into_day)
-            )
-        return [t for t in found if t is not None]
+            if now + before >= self._plan.spend_floor:  # else the recent spend is below it
+                window = rules.spend_spike.window_s
+                # The previous window, weighted by how much of it the sliding window covers.
+                recent = now + int(before * (1 - keys.into_window / window))
+                day = _int(reads.get(keys.day_now)) + _int(reads.get(keys.day_before))
+                spike = rules.spend_spike
+                trip = checks.spend_spike(spike, recent, window, day, _DAY + keys.into_day)
+                if trip is not None:
+                    found.append(trip)
+        return found
 
     # -- after the response ----------------------------------------------------------------------
 
