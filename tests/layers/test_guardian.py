@@ -321,6 +321,31 @@ async def test_a_key_spending_at_its_usual_pace_is_not_a_spike() -> None:
         assert blocks(recorder) == []
 
 
+async def test_a_keys_spend_over_the_last_days_is_read_once_a_minute() -> None:
+    """The recent windows are read in every step; the days (the key's usual pace) by each
+    process once a minute per key, in the step too."""
+    rules = {"spend_spike": {"floor_usd": 1, "factor": 10}}
+    async with guarded(rules) as (env, _):
+        storage = env.gateway.storage
+        reads: list[list[str]] = []
+        incr_many = storage.incr_many
+
+        async def spy(increments: Any, **kwargs: Any) -> Any:
+            reads.append(
+                [k.rsplit(":", 1)[1][0] for k in kwargs.get("reads", ()) if ":spend:" in k]
+            )
+            return await incr_many(increments, **kwargs)
+
+        storage.incr_many = spy
+        steps = []
+        for seconds in (0, 30, 31, 0):
+            env.clock.advance(seconds)
+            reads.clear()
+            assert (await ask(env, user(f"report {seconds}"))).status == 200
+            steps.append(next(r for r in reads if r))
+        assert steps == [["m", "m", "d", "d"], ["m", "m"], ["m", "m", "d", "d"], ["m", "m"]]
+
+
 # -- episodes, hashes, modes, overrides --------------------------------------------------------
 
 

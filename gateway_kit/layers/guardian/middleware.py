@@ -32,7 +32,7 @@ from gateway_kit.layers.guardian import rules as checks
 from gateway_kit.layers.guardian.events import GuardianRecorder
 from gateway_kit.layers.guardian.facts import RequestFacts, facts_of
 from gateway_kit.layers.guardian.policy import GuardianPolicy, GuardianVerdict
-from gateway_kit.layers.guardian.step import GuardianStep, StepKeys
+from gateway_kit.layers.guardian.step import DaySpend, GuardianStep, StepKeys
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
 
@@ -61,6 +61,7 @@ class GuardianMiddleware(GatewayLayer):
             config if mode is None else config.model_copy(update={"mode": self.mode})
         )
         self.recorder = GuardianRecorder(gateway)
+        self.day_spend = DaySpend(gateway.clock)
         self._header = config.conversation_header.lower().encode()
 
     def passes(self, scope: Scope) -> bool:

@@ -8,7 +8,9 @@ Storage keys (the workspace's partition; ``<key>`` a key id, ``<hash>`` 32 hex d
 - ``<ws>:guardian:conv:<key>:<hash>``: one conversation's requests, the same way;
 - ``<ws>:guardian:spend:<key>:m<n>`` and ``...:d<n>``: the key's spend (micro-USD) in the
   current and previous windows of ``spend_spike.window_s``, and today and yesterday (UTC),
-  added when a request settles and read in the step.
+  added when a request settles and read in the step: the windows on every request, the days
+  (the key's usual pace, over a day or more) once a minute per key and process
+  (``DaySpend``), a minute's spend being nothing to a day's average.
 
 A request the upstream failed (5xx, 429, no response) gives its ``repeat`` count back: a retry
 after an upstream error does not count as a repeat.
@@ -16,10 +18,11 @@ after an upstream error does not count as a repeat.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple, Protocol
 
 from gateway_kit._asgi.types import Header
+from gateway_kit._ttl import TTLMap
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.config import OnError
 from gateway_kit.config.guardian import GuardianRules
@@ -32,11 +35,13 @@ from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
 from gateway_kit.storage import Increment, IncrManyResult
 
-__all__ = ["GuardianStep", "StepKeys"]
+__all__ = ["DaySpend", "GuardianStep", "StepKeys"]
 
 _DAY = 86_400.0
 # Spend counters outlive what is read of them.
 _DAY_TTL = 2 * _DAY + 3600
+#: How often a process reads a key's spend over the last days again.
+_DAY_READ_EVERY_S = 60.0
 
 
 class StepKeys(NamedTuple):
@@ -49,9 +54,10 @@ class StepKeys(NamedTuple):
     spend_before: str
     day_now: str
     day_before: str
-    #: Seconds into the current spend window, and into today (UTC).
+    #: Seconds into the current spend window, and into today (UTC); today's number.
     into_window: float
     into_day: float
+    day: int
 
     @classmethod
     def of(
@@ -68,7 +74,7 @@ class StepKeys(NamedTuple):
         repeat = f"{base}:repeat:{key}:{request_hash[7:39]}" if plan.repeat else ""
         steps = f"{base}:conv:{key}:{conversation[:32].decode()}" if plan.conversation else ""
         if not plan.spend:
-            return cls(repeat, steps, "", "", "", "", 0.0, 0.0)
+            return cls(repeat, steps, "", "", "", "", 0.0, 0.0, 0)
         window = rules.spend_spike.window_s
         bucket, day = int(now // window), int(now // _DAY)
         spend = f"{base}:spend:{key}:"
@@ -81,7 +87,15 @@ class StepKeys(NamedTuple):
             f"{spend}d{day - 1}",
             now - bucket * window,
             now - day * _DAY,
+            day,
         )
+
+
+class DaySpend(TTLMap[tuple[str, int], int]):
+    """Each key's spend today and yesterday (by key id and day), as last read in a step."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(_DAY_READ_EVERY_S, maxsize=100_000, clock=clock)
 
 
 class _Layer(Protocol):
@@ -90,6 +104,7 @@ class _Layer(Protocol):
     policy: GuardianPolicy
     recorder: GuardianRecorder
     on_error: OnError
+    day_spend: DaySpend
 
 
 class GuardianStep:
@@ -117,6 +132,8 @@ class GuardianStep:
         self._verdict: GuardianVerdict | None = None
         self._repeat: Increment | None = None
         self._conversation: Increment | None = None
+        #: The key's spend today and yesterday, if this process read it within a minute.
+        self._days: int | None = None
 
     # -- the admission step -------------------------------------------------------------------
 
@@ -132,7 +149,10 @@ class GuardianStep:
             self._conversation = Increment(keys.conversation, 1, ttl=ttl, limit=limit)
             increments.append(self._conversation)
         if plan.spend:
-            reads = [keys.spend_now, keys.spend_before, keys.day_now, keys.day_before]
+            reads = [keys.spend_now, keys.spend_before]
+            self._days = self._layer.day_spend.get((self._principal.key_id, keys.day))
+            if self._days is None:
+                reads += (keys.day_now, keys.day_before)
             return Contribution(increments, reads=reads)
         return Contribution(increments) if increments else None
 
@@ -181,11 +201,14 @@ class GuardianStep:
         if self._plan.spend and refused is None:
             reads = result.reads
             now, before = _int(reads.get(keys.spend_now)), _int(reads.get(keys.spend_before))
+            day = self._days
+            if day is None:
+                day = _int(reads.get(keys.day_now)) + _int(reads.get(keys.day_before))
+                self._layer.day_spend.set((self._principal.key_id, keys.day), day)
             if now + before >= self._plan.spend_floor:  # else the recent spend is below it
                 window = rules.spend_spike.window_s
                 # The previous window, weighted by how much of it the sliding window covers.
                 recent = now + int(before * (1 - keys.into_window / window))
-                day = _int(reads.get(keys.day_now)) + _int(reads.get(keys.day_before))
                 spike = rules.spend_spike
                 trip = checks.spend_spike(spike, recent, window, day, _DAY + keys.into_day)
                 if trip is not None:
