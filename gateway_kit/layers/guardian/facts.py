@@ -21,7 +21,6 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from itertools import compress
 from typing import Any, NamedTuple
 
 from gateway_kit.cost.tokens import estimate_message_tokens
@@ -199,37 +198,41 @@ def _params_dump(payload: Mapping[str, Any]) -> bytes:
 
 
 _NOT_A_MESSAGE = MessageFacts("", hashlib.blake2b(b"", digest_size=16).digest(), None, None, 0)
-_SYSTEM = frozenset({"system", "developer"})
 
 
 def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
-    """The request's facts from its messages' (transposed by ``zip``, then each step a loop in
-    C: no Python per message)."""
-    if not listed:
-        empty = hashlib.blake2b(params_dump, digest_size=16).digest()
-        return RequestFacts((), empty, _NO_CONVERSATION, 0, 0, 0, (), ())
-    roles, digests, calls, errors, tokens = zip(*listed, strict=True)
-    try:
-        last_user = len(roles) - 1 - roles[::-1].index("user")
-        first_user = digests[roles.index("user")]
-    except ValueError:
-        last_user, first_user = -1, b""
-    first_system = next(compress(digests, map(_SYSTEM.__contains__, roles)), b"")
+    """The request's facts from its messages' (one loop: faster than C-level passes over the
+    list, one per fact, for 2 messages and for 200 alike)."""
+    first_system = first_user = b""
+    tokens = at_input = turns = 0
+    digests: list[bytes] = []
+    calls: list[bytes | None] = []
+    errors: list[bytes | None] = []
+    for role, digest, call, error, count in listed:
+        digests.append(digest)
+        tokens += count
+        if role == "assistant":
+            turns += 1
+            calls.append(call)
+        elif role == "user":
+            at_input, turns = tokens, 0
+            first_user = first_user or digest
+        elif role == "tool":
+            errors.append(error)
+        elif role in ("system", "developer"):
+            first_system = first_system or digest
     canonical = hashlib.blake2b(b"".join(digests), digest_size=16)
     canonical.update(params_dump)
     return RequestFacts(
         tuple(listed),
         canonical.digest(),
         hashlib.blake2b(first_system + first_user, digest_size=16).digest(),
-        sum(tokens),
-        sum(tokens[: last_user + 1]),
-        roles[last_user + 1 :].count("assistant"),
-        tuple(compress(calls, map("assistant".__eq__, roles))),
-        tuple(compress(errors, map("tool".__eq__, roles))),
+        tokens,
+        at_input,
+        turns,
+        tuple(calls),
+        tuple(errors),
     )
-
-
-_NO_CONVERSATION = hashlib.blake2b(b"", digest_size=16).digest()
 
 
 def _head(messages: list[Any]) -> int | None:
