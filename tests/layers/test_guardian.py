@@ -288,6 +288,40 @@ async def test_a_conversation_past_its_steps_is_throttled_others_go_on() -> None
             ).status == 200
 
 
+async def test_a_derived_conversation_counts_its_opening_and_parts_from_others() -> None:
+    rules = {"conversation_steps": {"action": "block", "max_steps": 4, "window_s": 600}}
+    async with guarded(rules) as (env, recorder):
+        storage = env.gateway.storage
+        counted: list[str] = []
+        incr_many = storage.incr_many
+
+        async def spy(increments: Any, **kwargs: Any) -> Any:
+            counted.extend(i.key for i in increments if ":conv:" in i.key and i.amount > 0)
+            return await incr_many(increments, **kwargs)
+
+        storage.incr_many = spy
+        system = {"role": "system", "content": "You are a travel agent."}
+        opening = [system, user("Hi")]
+
+        def step(answer: str, i: int, **fields: Any) -> Any:
+            history = [{"role": "assistant", "content": answer}, user(f"question {i}")]
+            return ask(env, *opening, *history, **fields)
+
+        # The opening, then three follow-ups: four requests, the fifth refused.
+        assert (await ask(env, *opening)).status == 200
+        statuses = [(await step("Hello! Where to?", i)).status for i in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        assert blocks(recorder)[0].rule == "conversation_steps"
+        assert blocks(recorder)[0].observed == 5
+        # Opened alike, answered otherwise: another conversation. So is another end user's.
+        assert (await step("Hi there! Where would you like to go?", 0)).status == 200
+        assert (await step("Hello! Where to?", 9, user="end-user-42")).status == 200
+        # An opening is no step of any conversation: nothing is counted for it.
+        assert (await ask(env, system, user("Hi, again"))).status == 200
+        assert len(counted) == 4 + 2
+        assert len(set(counted)) == 3
+
+
 # -- spend_spike -------------------------------------------------------------------------------
 
 

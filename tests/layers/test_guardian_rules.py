@@ -125,18 +125,22 @@ def test_a_stamped_prompt_is_the_same_request_but_a_new_tool_result_is_not() -> 
     assert one.tool_results == two.tool_results != (None,)
 
 
-def test_the_conversation_is_its_first_system_and_user_messages() -> None:
+def test_the_conversation_is_its_first_system_user_and_assistant_messages() -> None:
     system = {"role": "system", "content": "You are a travel agent."}
-    opening = request(system, user("Plan a week in Lisbon"))
-    later = request(
-        system,
-        user("Plan a week in Lisbon"),
-        {"role": "assistant", "content": "ok"},
-        user("cheaper"),
-    )
-    elsewhere = request(system, user("Plan a week in Porto"))
-    assert facts_of(opening).conversation == facts_of(later).conversation
-    assert facts_of(opening).conversation != facts_of(elsewhere).conversation
+
+    def conversation(city: str, *more: dict[str, Any]) -> bytes:
+        return facts_of(request(system, user(f"Plan a week in {city}"), *more)).conversation
+
+    def answer(text: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": text}
+
+    later = conversation("Lisbon", answer("Day 1: Alfama"), user("cheaper"))
+    assert conversation("Lisbon", answer("Day 1: Alfama")) == later
+    assert conversation("Porto", answer("Day 1: Alfama")) != later
+    # Opened alike, answered otherwise: another conversation.
+    assert conversation("Lisbon", answer("Day 1: Belem"), user("cheaper")) != later
+    # An opening (no answer yet) is no conversation's step.
+    assert conversation("Lisbon") == b""
 
 
 # -- the stateless rules -----------------------------------------------------------------------

@@ -119,8 +119,9 @@ class RequestFacts(NamedTuple):
     messages: tuple[MessageFacts, ...]
     #: Digest of the canonical request: model, parameters and every message.
     canonical: bytes
-    #: The conversation's identity when the client names none: its first system and user
-    #: messages.
+    #: The conversation's identity when the client names none: its first system, user and
+    #: assistant messages (so conversations opened alike part at the model's first answer);
+    #: empty for an opening request (no assistant message yet: not a step of a conversation).
     conversation: bytes
     #: Estimated tokens of every message, and of those up to the last user message.
     tokens: int
@@ -203,7 +204,7 @@ _NOT_A_MESSAGE = MessageFacts("", hashlib.blake2b(b"", digest_size=16).digest(),
 def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
     """The request's facts from its messages' (one loop: faster than C-level passes over the
     list, one per fact, for 2 messages and for 200 alike)."""
-    first_system = first_user = b""
+    first_system = first_user = first_answer = b""
     tokens = at_input = turns = 0
     digests: list[bytes] = []
     calls: list[bytes | None] = []
@@ -214,6 +215,7 @@ def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
         if role == "assistant":
             turns += 1
             calls.append(call)
+            first_answer = first_answer or digest
         elif role == "user":
             at_input, turns = tokens, 0
             first_user = first_user or digest
@@ -226,7 +228,11 @@ def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
     return RequestFacts(
         tuple(listed),
         canonical.digest(),
-        hashlib.blake2b(first_system + first_user, digest_size=16).digest(),
+        (
+            hashlib.blake2b(first_system + first_user + first_answer, digest_size=16).digest()
+            if first_answer
+            else b""
+        ),
         tokens,
         at_input,
         turns,

@@ -16,7 +16,9 @@ Trips are recorded once per episode (``events``), after the answer is on its way
 
 from __future__ import annotations
 
+import hashlib
 import math
+from typing import Any
 
 import anyio.to_thread
 
@@ -99,9 +101,11 @@ class GuardianMiddleware(GatewayLayer):
         request_hash = self.recorder.request_hash(secret, facts.canonical)
         trips = [t for t in await self._stateless(rules, payload, facts) if t is not None]
         plan = self.policy.plan(rules)
-        conversation = self._conversation(scope, secret, facts) if plan.conversation else b""
+        conversation, uncounted = (
+            self._conversation(scope, secret, facts, payload) if plan.conversation else ("", 0)
+        )
         keys = StepKeys.of(principal, request_hash, conversation, gateway.clock(), rules, plan)
-        step = GuardianStep(self, principal, rules, plan, keys, trips, request_hash)
+        step = GuardianStep(self, principal, rules, plan, keys, trips, request_hash, uncounted)
         verdict = self.policy.verdict(rules, trips)
         step.record(ctx, verdict)
         if verdict.refusal is not None:
@@ -158,9 +162,20 @@ class GuardianMiddleware(GatewayLayer):
             return config.context_window
         return self.gateway.costs.context_window(model)
 
-    def _conversation(self, scope: Scope, secret: bytes, facts: RequestFacts) -> bytes:
-        """The conversation's identity: the client's header, else its first messages."""
+    def _conversation(
+        self, scope: Scope, secret: bytes, facts: RequestFacts, payload: dict[str, Any]
+    ) -> tuple[str, int]:
+        """The conversation's identity (32 hex digits, ``""`` for none) and how many of its
+        requests were not counted: the client's header, every request counted; else its
+        first messages and the end user (``user``) if the request names one, counted from
+        the request after its opening (which has no answer to tell it from others yet)."""
         named = header(scope, self._header)
         if named:
-            return self.recorder.request_hash(secret, b"conversation:" + named[:256]).encode()
-        return facts.conversation.hex().encode()
+            return self.recorder.request_hash(secret, b"conversation:" + named[:256])[7:39], 0
+        derived = facts.conversation
+        if not derived:
+            return "", 0
+        end_user = payload.get("user")
+        if isinstance(end_user, str) and end_user:
+            derived = hashlib.blake2b(derived + end_user.encode(), digest_size=16).digest()
+        return derived.hex(), 1

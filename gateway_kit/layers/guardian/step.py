@@ -5,7 +5,9 @@ Storage keys (the workspace's partition; ``<key>`` a key id, ``<hash>`` 32 hex d
 - ``<ws>:guardian:repeat:<key>:<hash>``: the same canonical request, counted for ``window_s``
   from the first (limited at ``block_at - 1`` when enforced: the storage refuses the next one,
   exactly, however many gateways share it);
-- ``<ws>:guardian:conv:<key>:<hash>``: one conversation's requests, the same way;
+- ``<ws>:guardian:conv:<key>:<hash>``: one conversation's requests, the same way (one the
+  gateway derives from the messages counted from its second request, its opening added: an
+  opening has no answer yet that would tell it from other conversations opened alike);
 - ``<ws>:guardian:spend:<key>:m<n>`` and ``...:d<n>``: the key's spend (micro-USD) in the
   current and previous windows of ``spend_spike.window_s``, and today and yesterday (UTC),
   added when a request settles and read in the step: the windows on every request, the days
@@ -64,7 +66,7 @@ class StepKeys(NamedTuple):
         cls,
         principal: Principal,
         request_hash: str,
-        conversation: bytes,
+        conversation: str,
         now: float,
         rules: GuardianRules,
         plan: StepPlan,
@@ -72,7 +74,7 @@ class StepKeys(NamedTuple):
         base = f"{principal.workspace_id}:guardian"
         key = principal.key_id
         repeat = f"{base}:repeat:{key}:{request_hash[7:39]}" if plan.repeat else ""
-        steps = f"{base}:conv:{key}:{conversation[:32].decode()}" if plan.conversation else ""
+        steps = f"{base}:conv:{key}:{conversation}" if plan.conversation and conversation else ""
         if not plan.spend:
             return cls(repeat, steps, "", "", "", "", 0.0, 0.0, 0)
         window = rules.spend_spike.window_s
@@ -121,6 +123,7 @@ class GuardianStep:
         keys: StepKeys,
         trips: list[checks.Trip],
         request_hash: str,
+        uncounted: int = 0,
     ) -> None:
         self._layer = layer
         self._principal = principal
@@ -129,6 +132,8 @@ class GuardianStep:
         self._keys = keys
         self._trips = trips
         self._hash = request_hash
+        #: The conversation's requests before the first one counted (its opening).
+        self._uncounted = uncounted
         self._verdict: GuardianVerdict | None = None
         self._repeat: Increment | None = None
         self._conversation: Increment | None = None
@@ -144,8 +149,10 @@ class GuardianStep:
             ttl, limit = plan.repeat
             self._repeat = Increment(keys.repeat, 1, ttl=ttl, limit=limit)
             increments.append(self._repeat)
-        if plan.conversation is not None:
+        if plan.conversation is not None and keys.conversation:
             ttl, limit = plan.conversation
+            if limit is not None:
+                limit -= self._uncounted
             self._conversation = Increment(keys.conversation, 1, ttl=ttl, limit=limit)
             increments.append(self._conversation)
         if plan.spend:
@@ -193,7 +200,7 @@ class GuardianStep:
             if trip is not None:
                 found.append(trip)
         if self._conversation is not None:
-            count = result.values.get(keys.conversation, 0)
+            count = result.values.get(keys.conversation, 0) + self._uncounted
             steps = rules.conversation_steps
             trip = checks.conversation_steps(steps, count, refused=refused == keys.conversation)
             if trip is not None:
