@@ -273,5 +273,6 @@ class _LimitsStep:
     def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
         if admitted and self._in_step and (ctx.status == 0 or ctx.status >= 400):
             # Not served (refused further in, failed upstream, or the client left first).
-            return Settlement([Increment(self._counter.key, -1)])
+            counter = self._counter
+            return Settlement([Increment(counter.key, -1, ttl=counter.ttl)])
         return None

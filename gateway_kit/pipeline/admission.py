@@ -219,7 +219,9 @@ class Admission:
         self, storage: Storage, contributions: Sequence[Contribution | None]
     ) -> None:
         refunds = [
-            Increment(inc.key, -inc.amount)
+            # With the TTL and eviction the counter was made with: a key gone meanwhile (its
+            # window over) comes back for as long, not for ever.
+            Increment(inc.key, -inc.amount, ttl=inc.ttl, evictable=inc.evictable)
             for contribution in contributions
             if contribution is not None
             for inc in contribution.increments
@@ -290,6 +292,8 @@ def _by_partition(increments: Sequence[Increment]) -> list[list[Increment]]:
         group = groups.setdefault(partition_of(inc.key), {})
         seen = group.get(inc.key)
         group[inc.key] = (
-            inc if seen is None else Increment(inc.key, seen.amount + inc.amount, seen.ttl)
+            inc
+            if seen is None
+            else Increment(inc.key, seen.amount + inc.amount, seen.ttl, evictable=seen.evictable)
         )
     return [list(group.values()) for group in groups.values()]

@@ -53,6 +53,8 @@ class Entry:
     kind: Kind
     value: bytes | None = None
     expires_at: float | None = None
+    #: A counter a bounded store may drop early (``Increment.evictable``).
+    evictable: bool = False
 
 
 @dataclass(slots=True)
@@ -196,8 +198,11 @@ def incr_many(
     # Every sum is checked before the first write: all or nothing.
     totals = {i.key: _sum(i.key, current[i.key], i.amount) for i in increments}
     for inc, entry in zip(increments, entries, strict=True):
-        expires_at = _expiry(now, inc.ttl) if entry is None else entry.expires_at
-        tx.write(inc.key, Entry(Kind.VALUE, b"%d" % totals[inc.key], expires_at))
+        if entry is None:
+            new = Entry(Kind.VALUE, b"%d" % totals[inc.key], _expiry(now, inc.ttl), inc.evictable)
+        else:
+            new = Entry(Kind.VALUE, b"%d" % totals[inc.key], entry.expires_at, entry.evictable)
+        tx.write(inc.key, new)
     if throttle is not None and tat is not None:
         tx.write(throttle.key, Entry(Kind.VALUE, b"%d" % tat, tat / 1e6))
     return IncrManyResult(True, totals, None, verdict, read)

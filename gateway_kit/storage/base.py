@@ -54,12 +54,18 @@ class Increment:
 
     ``ttl`` is applied when the key is created, never extended. An increment that would take the
     value past ``limit`` is refused; a refund (``amount <= 0``) never is.
+
+    ``evictable``: a store bounded in keys (``MemoryStorage``'s ``max_keys``) may drop the
+    counter it creates before its TTL, oldest first, to make room for another key, rather than
+    refuse the write. For counters whose loss only loosens a heuristic (Guardian's windows),
+    never for quotas or money. Other backends keep it as any counter.
     """
 
     key: str
     amount: int
     ttl: float | None = None
     limit: int | None = None
+    evictable: bool = False
 
     def __post_init__(self) -> None:
         check_key(self.key)

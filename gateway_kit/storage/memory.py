@@ -23,9 +23,10 @@ T = TypeVar("T")
 class MemoryStorage(LocalStorage):
     """State in this process's memory, lost when it exits. Safe to share between threads.
 
-    At most ``max_keys`` keys and queue items are held. Expired keys are dropped first; when
-    none has expired, a write that needs a new key raises ``StorageError`` rather than evict a
-    live counter (a quota that silently restarted at zero would admit what it must refuse).
+    At most ``max_keys`` keys and queue items are held. Expired keys are dropped first, then
+    the oldest evictable counters (``Increment.evictable``: Guardian's windows); when none is
+    left, a write that needs a new key raises ``StorageError`` rather than evict a live
+    counter (a quota that silently restarted at zero would admit what it must refuse).
     """
 
     def __init__(self, *, max_keys: int = 100_000, clock: Callable[[], float] = time.time) -> None:
@@ -65,13 +66,18 @@ class _MemoryTx:
         self._tokens: dict[str, dict[int, str]] = {}
         self._seqs: dict[str, int] = {}
         self._items = 0
+        #: The live evictable counters, oldest first.
+        self._evictable: dict[str, None] = {}
 
     def _make_room(self) -> None:
         self._purge()
-        if len(self._entries) + self._items >= self.max_keys:
+        if len(self._entries) + self._items < self.max_keys:
+            return
+        if not self._evictable:
             raise StorageError(
                 f"memory storage is full ({self.max_keys} keys and queue items, none expired)"
             )
+        self.remove(next(iter(self._evictable)))
 
     def _purge(self) -> None:
         heap = self._expiries
@@ -97,6 +103,11 @@ class _MemoryTx:
         elif self._expiries and self._expiries[0][0] <= self.now:
             self._purge()
         self._entries[key] = entry
+        if entry.evictable:
+            if old is None:
+                self._evictable[key] = None
+        elif old is not None and old.evictable:
+            del self._evictable[key]
         # A counter rewritten with its TTL unchanged keeps its heap row: one row per expiry,
         # not one per write.
         if entry.expires_at is not None and (old is None or old.expires_at != entry.expires_at):
@@ -104,6 +115,7 @@ class _MemoryTx:
 
     def remove(self, key: str) -> None:
         self._entries.pop(key, None)
+        self._evictable.pop(key, None)
         self._maps.pop(key, None)
         self._logs.pop(key, None)
 

@@ -429,6 +429,18 @@ class StorageConformance:
         assert await storage.get("ws_1:new") is None
         assert await storage.get("ws_1:old") == b"2"
 
+    async def test_an_evictable_counter_is_a_counter(
+        self, storage: Storage, clock: FakeClock
+    ) -> None:
+        # A backend may drop it early to make room (a bounded one); otherwise it is counted,
+        # limited and expires like any other.
+        inc = Increment("ws_1:window", 1, ttl=0.3, limit=2, evictable=True)
+        assert (await storage.incr_many([inc])).values == {"ws_1:window": 1}
+        assert (await storage.incr_many([inc])).values == {"ws_1:window": 2}
+        assert not (await storage.incr_many([inc])).allowed
+        await self.pass_time(clock, 0.4)
+        assert await storage.get("ws_1:window") is None
+
     async def test_a_throttle_refusal_changes_nothing(self, storage: Storage) -> None:
         rate = Throttle("ws_1:burst", limit=1, period=3600)
         first = await storage.incr_many([Increment("ws_1:quota", 1, limit=10)], throttle=rate)

@@ -322,6 +322,20 @@ async def test_a_derived_conversation_counts_its_opening_and_parts_from_others()
         assert len(set(counted)) == 3
 
 
+async def test_guardians_windows_never_fill_a_bounded_memory_store() -> None:
+    """Each new request opens a window (a counter); on a store bounded in keys the oldest
+    windows make room, and the quota and spend counters stay exact."""
+    from functools import partial
+
+    from gateway_kit import MemoryStorage
+
+    async with guarded(extra={"storage_class": partial(MemoryStorage, max_keys=80)}) as (env, _):
+        statuses = [(await ask(env, user(f"question {i}"))).status for i in range(150)]
+        assert statuses == [200] * 150
+        used, upstream_calls, _ = await state(env)
+        assert (used, upstream_calls) == (150, 150)
+
+
 # -- spend_spike -------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from gateway_kit.exceptions import StorageError
-from gateway_kit.storage import MemoryStorage
+from gateway_kit.storage import Increment, MemoryStorage
 from gateway_kit.testing.storage import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -42,6 +42,37 @@ async def test_expired_keys_make_room_first() -> None:
     assert await storage.set("ws_1:new", b"v")  # took the expired key's place
     assert await storage.get("ws_1:quota") == b"1"
     assert await storage.get("ws_1:lasting") == b"v"
+
+
+async def test_evictable_counters_make_room_oldest_first_and_never_live_ones() -> None:
+    storage = MemoryStorage(max_keys=4)
+    await storage.incr("ws_1:quota", 1)
+    for i in range(3):  # Guardian's windows, say
+        await storage.incr_many([Increment(f"ws_1:w{i}", 1, ttl=600, evictable=True)])
+    await storage.incr_many([Increment("ws_1:w0", 1, ttl=600, evictable=True)])  # w0 again
+    # A new key of any kind takes the oldest evictable counter's place...
+    assert (await storage.incr("ws_1:spend", 5)).allowed
+    assert await storage.get("ws_1:w0") is None
+    assert [await storage.get(f"ws_1:w{i}") for i in (1, 2)] == [b"1", b"1"]
+    await storage.incr_many([Increment("ws_1:w3", 1, ttl=600, evictable=True)])
+    assert await storage.get("ws_1:w1") is None
+    # ...and once only live counters are left, the store refuses rather than drop one.
+    assert await storage.set("ws_1:v", b"x")  # takes w2's place
+    assert (await storage.incr("ws_1:u", 1)).allowed  # and w3's
+    with pytest.raises(StorageError, match="full"):
+        await storage.incr("ws_1:new", 1)
+    assert await storage.get("ws_1:quota") == b"1"
+    assert await storage.get("ws_1:spend") == b"5"
+
+
+async def test_a_key_set_over_an_evictable_counter_is_no_longer_evictable() -> None:
+    storage = MemoryStorage(max_keys=2)
+    await storage.incr_many([Increment("ws_1:w", 1, evictable=True)])
+    assert await storage.set("ws_1:w", b"kept")
+    await storage.incr("ws_1:a", 1)
+    with pytest.raises(StorageError, match="full"):
+        await storage.incr("ws_1:b", 1)
+    assert await storage.get("ws_1:w") == b"kept"
 
 
 async def test_rewriting_a_key_keeps_its_new_expiry() -> None:

@@ -147,13 +147,15 @@ class GuardianStep:
         increments = []
         if plan.repeat is not None:
             ttl, limit = plan.repeat
-            self._repeat = Increment(keys.repeat, 1, ttl=ttl, limit=limit)
+            self._repeat = Increment(keys.repeat, 1, ttl=ttl, limit=limit, evictable=True)
             increments.append(self._repeat)
         if plan.conversation is not None and keys.conversation:
             ttl, limit = plan.conversation
             if limit is not None:
                 limit -= self._uncounted
-            self._conversation = Increment(keys.conversation, 1, ttl=ttl, limit=limit)
+            self._conversation = Increment(
+                keys.conversation, 1, ttl=ttl, limit=limit, evictable=True
+            )
             increments.append(self._conversation)
         if plan.spend:
             reads = [keys.spend_now, keys.spend_before]
@@ -227,7 +229,10 @@ class GuardianStep:
     def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
         increments = []
         if admitted and self._repeat is not None and (ctx.status in (0, 429) or ctx.status >= 500):
-            increments.append(Increment(self._repeat.key, -1))  # an upstream error: a retry
+            # An upstream error: a retry. (A window that ended meanwhile starts again at -1,
+            # and ends as it would have.)
+            repeat = self._repeat
+            increments.append(Increment(repeat.key, -1, ttl=repeat.ttl, evictable=True))
         cost = ctx.cost.cost_micro_usd if ctx.cost is not None else None
         if admitted and cost and self._rules.spend_spike.action != "off":
             keys, window = self._keys, self._rules.spend_spike.window_s
