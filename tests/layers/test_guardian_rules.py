@@ -107,6 +107,18 @@ def test_normalize_text() -> None:
     assert normalize_text(plain) == plain
 
 
+def test_a_tool_result_reads_as_an_error_by_what_its_start_says() -> None:
+    def error_of(text: str) -> bytes | None:
+        message = {"role": "tool", "tool_call_id": "call_abcdef123", "content": text}
+        return facts_of(request(message)).tool_results[0]
+
+    for failed in ("PermissionDenied: /etc/shadow", "FAILED tests/test_x.py", "2 Errors found"):
+        assert error_of(failed) is not None, failed
+    assert error_of("Found 3 files in 0.2 s") is None
+    # Only its start is read: an error far into a long result is the result's business.
+    assert error_of("x" * 500 + " error") is None
+
+
 def test_a_stamped_prompt_is_the_same_request_but_a_new_tool_result_is_not() -> None:
     def stamped(now: str) -> dict[str, Any]:
         return request(user(f"Now: {now}. Summarize the queue."))

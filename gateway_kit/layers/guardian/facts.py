@@ -58,7 +58,10 @@ _VOLATILE = re.compile(
 #: ``bytes.find`` (a memchr), not by a regex.
 _SPACES = bytes.maketrans(b"\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f", b" " * 9)
 _DIGIT_MARKS = bytes(48 if 48 <= byte <= 57 else 97 for byte in range(256))
-_ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|not found|denied)\b", re.I)
+#: What a tool's result that reports a failure says near its start (as parts of words, in any
+#: case: "Errors", "FAILED", "PermissionDenied"); a substring search is a memchr, a
+#: case-insensitive regex with word bounds took 13 us on 400 characters.
+_ERROR_WORDS = ("error", "exception", "traceback", "fail", "not found", "denied")
 _MEMO_SIZE = 50_000
 #: How much of a tool's result is searched for an error.
 _ERROR_WINDOW = 400
@@ -282,7 +285,8 @@ def _message_facts(message: Mapping[str, Any]) -> MessageFacts:
     tool_error = None
     text = raw.encode()
     if role == "tool":
-        if _ERROR.search(raw, 0, _ERROR_WINDOW):
+        head = raw[:_ERROR_WINDOW].lower()
+        if any(word in head for word in _ERROR_WORDS):
             tool_error = hashlib.blake2b(normalize(text), digest_size=16).digest()
     elif role != "assistant":
         text = normalize(text)

@@ -42,6 +42,8 @@ __all__ = ["GuardianMiddleware"]
 
 #: Below this share of its threshold, a prompt's estimate is trusted: no exact count.
 _EXACT_FROM = 0.8
+#: Models whose context window is remembered.
+_WINDOWS_KEPT = 1024
 
 
 class GuardianMiddleware(GatewayLayer):
@@ -64,6 +66,7 @@ class GuardianMiddleware(GatewayLayer):
         )
         self.recorder = GuardianRecorder(gateway)
         self.day_spend = DaySpend(gateway.clock)
+        self._windows: dict[str, int | None] = {}
         self._header = config.conversation_header.lower().encode()
 
     def passes(self, scope: Scope) -> bool:
@@ -155,12 +158,21 @@ class GuardianMiddleware(GatewayLayer):
         return found
 
     def _window(self, model: str) -> int | None:
-        """The model's context window: configured, else the price table's."""
+        """The model's context window: configured, else the price table's (remembered by
+        name: the configuration does not change while the gateway runs)."""
+        windows = self._windows
+        if model in windows:
+            return windows[model]
         route = self.gateway.route(model)
         config = route.config if route is not None else None
         if config is not None and config.context_window:
-            return config.context_window
-        return self.gateway.costs.context_window(model)
+            window: int | None = config.context_window
+        else:
+            window = self.gateway.costs.context_window(model)
+        if len(windows) >= _WINDOWS_KEPT:  # names a client made up, say
+            windows.clear()
+        windows[model] = window
+        return window
 
     def _conversation(
         self, scope: Scope, secret: bytes, facts: RequestFacts, payload: dict[str, Any]
