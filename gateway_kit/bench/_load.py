@@ -39,12 +39,14 @@ def server_process(
     *,
     stop: signal.Signals = signal.SIGTERM,
     pythonpath: str | None = None,
+    cpus: set[int] | None = None,
 ) -> Iterator[int]:
     """Start ``python -m <module_args>`` and wait until ``port`` accepts; yield its pid.
 
     ``stop`` is the signal that ends it: uvicorn shuts down on SIGTERM, then raises it again
     and dies by it, so code that must run at exit (cProfile writing its file) wants SIGINT.
     ``pythonpath`` puts another checkout's ``gateway_kit`` first (a baseline to compare with).
+    ``cpus`` pins it to those CPUs (Linux), away from the load's client.
 
     Its stdout (where uvicorn writes the access log) goes to ``/dev/null``; its stderr to a
     temporary file, shown if it fails to start (a pipe nobody reads would stall a chatty
@@ -63,6 +65,7 @@ def server_process(
             # `python -m` puts the working directory first on sys.path, before PYTHONPATH:
             # started from this checkout, the baseline would import this checkout's code.
             cwd=pythonpath,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         try:
             _wait_for_port(process, port, errors, " ".join(module_args))

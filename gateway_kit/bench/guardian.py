@@ -152,7 +152,19 @@ class Probes:
     failed: int = 0
 
 
-def _start(stack: ExitStack, upstream: str, scratch: Path, transport: str) -> list[Server]:
+def _pinning() -> tuple[set[int], set[int]] | None:
+    """Where the load (the client and the upstream) and the gateways run: one CPU each, so
+    that neither the scheduler's moves nor the client's work land in a gateway's figures;
+    ``None`` when there are fewer than two CPUs to pin to."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    return ({usable[0]}, {usable[1]}) if len(usable) >= 2 else None
+
+
+def _start(
+    stack: ExitStack, upstream: str, scratch: Path, transport: str, cpus: set[int] | None
+) -> list[Server]:
     servers = []
     for name, extra in ((WITHOUT, []), (WITH, ["--guardian"])):
         port = free_port()
@@ -160,7 +172,7 @@ def _start(stack: ExitStack, upstream: str, scratch: Path, transport: str) -> li
         command = ["gateway_kit.bench", "proxy", "--serve", "gateway", "--port", str(port)]
         command += ["--upstream", upstream, "--transport", transport, "--storage", "memory://"]
         command += ["--key-file", str(key_file), *extra]
-        pid = stack.enter_context(server_process(command, port))
+        pid = stack.enter_context(server_process(command, port, cpus=cpus))
         key = key_file.read_text().strip()  # written during the start-up, done by now
         servers.append(Server(name, port, pid, (("Authorization", f"Bearer {key}"),)))
     return servers
@@ -283,14 +295,26 @@ def _memo(found: dict[str, Probes]) -> list[str]:
 
 def measure(args: argparse.Namespace) -> int:
     cores, load = os.cpu_count(), os.getloadavg()[0]
-    print(f"machine: {cores} CPUs, load average {load:.2f} at the start", flush=True)
+    pinning = _pinning()
+    pinned = (
+        "not pinned (one CPU)"
+        if pinning is None
+        else f"the client and the upstream pinned to CPU {min(pinning[0])}, the gateways to "
+        f"CPU {min(pinning[1])}"
+    )
+    print(f"machine: {cores} CPUs, load average {load:.2f} at the start; {pinned}", flush=True)
     upstream_port = free_port()
     upstream = f"http://127.0.0.1:{upstream_port}"
     role = ["gateway_kit.bench", "proxy", "--serve", "upstream", "--port", str(upstream_port)]
+    load_cpus, gateway_cpus = pinning or (None, None)
     with ExitStack() as stack:
-        stack.enter_context(server_process(role, upstream_port))
+        if load_cpus is not None:
+            mine = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, load_cpus)
+            stack.callback(os.sched_setaffinity, 0, mine)
+        stack.enter_context(server_process(role, upstream_port, cpus=load_cpus))
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gk-guardian-")))
-        servers = _start(stack, upstream, scratch, args.transport)
+        servers = _start(stack, upstream, scratch, args.transport, gateway_cpus)
         where = (
             f"at c=1, memory storage, Auth + Limits on, transport {args.transport}: "
             f"{args.rounds} interleaved rounds of"
