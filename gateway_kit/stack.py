@@ -21,9 +21,16 @@ from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.budget import BudgetMiddleware
 from gateway_kit.layers.guardian import GuardianMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
+from gateway_kit.layers.pii.middleware import PIIMiddleware
 
 #: The inference routes' layers, outermost first. Each takes ``(app, *, gateway=...)``.
-CHAT_LAYERS = (AuthMiddleware, LimitsMiddleware, GuardianMiddleware, BudgetMiddleware)
+CHAT_LAYERS = (
+    AuthMiddleware,
+    LimitsMiddleware,
+    GuardianMiddleware,
+    PIIMiddleware,
+    BudgetMiddleware,
+)
 
 
 def build_chat_stack(gateway: Gateway) -> ASGIApp:

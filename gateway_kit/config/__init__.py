@@ -15,6 +15,7 @@ from gateway_kit.config.gateway import GatewayConfig
 from gateway_kit.config.guardian import GuardianConfig, GuardianRules
 from gateway_kit.config.loader import load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.pii import PIIConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
 from gateway_kit.config.upstream import (
@@ -44,6 +45,7 @@ __all__ = [
     "Mode",
     "ModelConfig",
     "OnError",
+    "PIIConfig",
     "PaymentsConfig",
     "PlanConfig",
     "PriceConfig",

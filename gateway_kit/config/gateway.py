@@ -10,6 +10,7 @@ from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, de
 from gateway_kit.config.base import _Config
 from gateway_kit.config.guardian import GuardianConfig, merge_rules
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.pii import PIIConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
 from gateway_kit.config.upstream import (
@@ -91,6 +92,7 @@ class GatewayConfig(_Config):
     payments: PaymentsConfig = Field(default_factory=PaymentsConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
     guardian: GuardianConfig = Field(default_factory=GuardianConfig)
+    pii: PIIConfig = Field(default_factory=PIIConfig)
     #: Retries, fallback and cooldown; the offline demo (no ``models`` given) adds ``auto``.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
 

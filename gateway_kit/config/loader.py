@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from gateway_kit.config.base import Mode
 from gateway_kit.config.environment import (
     ENV_PREFIX,
     Override,
@@ -196,6 +197,10 @@ def _check_extras(config: GatewayConfig, source: str, origins: Mapping[str, str]
         raise MissingExtraError(
             f"{where}: storage.url", f"{scheme}://", extra="redis", module="redis"
         )
+    pii = config.pii
+    if pii.mode is not Mode.OFF and "PHONE" in pii.kinds and not _installed("phonenumbers"):
+        where = _where("pii.kinds", source, origins)[0]
+        raise MissingExtraError(f"{where}: pii.kinds", "PHONE", extra="pii", module="phonenumbers")
     for index, provider in enumerate(config.providers):
         if provider.transport != "aiohttp":
             continue

@@ -1,0 +1,64 @@
+"""PII masking: what is found, what is covered, and what happens when a detector fails."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from gateway_kit.config.base import Mode, OnError, _Config
+
+__all__ = ["PII_KINDS", "PIIConfig"]
+
+#: The built-in detectors' kinds (``layers.pii.detectors``).
+PII_KINDS = ("EMAIL", "PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS", "API_KEY", "JWT")
+
+_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+class PIIConfig(_Config):
+    """PII masking (``layers.pii``). Off unless turned on: it changes what the model reads."""
+
+    mode: Mode = Mode.OFF
+    #: A detector that fails: ``closed`` answers 503 (never forward raw PII); ``open`` sends
+    #: the request unmasked.
+    on_error: OnError = OnError.CLOSED
+    #: The built-in kinds looked for.
+    kinds: list[str] = Field(default_factory=lambda: list(PII_KINDS))
+    #: Whose national phone numbers are recognised without a country code (ISO 3166-1).
+    phone_region: str = Field(default="US", pattern=r"^[A-Za-z]{2}$")
+    #: ``full``: the model reads placeholders, and answers are restored. ``cache``: the model
+    #: reads the real values; masking is for cache keys and logs only.
+    scope: Literal["full", "cache"] = "full"
+    #: System (and developer) prompts are masked too; tool descriptions only when asked.
+    mask_system: bool = True
+    mask_tool_descriptions: bool = False
+    #: Named patterns always masked, ``{ACME_ID = 'ACME-\\d+'}`` (names: upper case).
+    patterns: dict[str, str] = Field(default_factory=dict)
+    #: Values never masked (a company's own support address, say).
+    allow: list[str] = Field(default_factory=list)
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, kinds: list[str]) -> list[str]:
+        unknown = [kind for kind in kinds if kind not in PII_KINDS]
+        if unknown:
+            raise ValueError(f"unknown kind {unknown[0]!r} (kinds: {', '.join(PII_KINDS)})")
+        return kinds
+
+    @field_validator("patterns")
+    @classmethod
+    def _valid_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        for name, pattern in patterns.items():
+            if not _NAME.fullmatch(name) or name in PII_KINDS:
+                raise ValueError(
+                    f"pattern name {name!r}: upper-case letters, digits and _, not a built-in kind"
+                )
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {name}: not a regular expression ({exc})") from None
+            if compiled.fullmatch(""):
+                raise ValueError(f"pattern {name}: matches the empty string")
+        return patterns

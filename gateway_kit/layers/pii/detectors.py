@@ -1,0 +1,287 @@
+"""What PII masking finds in a text: ``Span``s of a kind, from ``Detector``s.
+
+The built-in detectors work offline and download nothing. Each finds candidates with a regex,
+then checks what can be checked, so that an order number, a version string or a timestamp is
+not taken for a value:
+
+- ``EMAIL``: an address with a dotted domain and a top-level label of letters;
+- ``PHONE``: 7 to 15 digits with the separators people write (spaces, dots, dashes,
+  parentheses), valid by libphonenumber's rules (the ``pii`` extra): international numbers
+  (``+44 20 7946 0958``, ``0044 ...``) in any country, national ones in ``phone_region``;
+- ``CARD``: 13 to 19 digits (spaces or dashes between groups) with an issuer's prefix and a
+  valid Luhn check digit;
+- ``IBAN``: a country's code and length and a valid mod-97 checksum, grouped or not;
+- ``US_SSN``: ``123-45-6789`` or ``123 45 6789``, with a valid area, group and serial;
+- ``IP_ADDRESS``: IPv4 (not after a ``v``: ``v1.2.3.4`` is a version) and IPv6, as the
+  ``ipaddress`` module parses them;
+- ``API_KEY``: the key formats of OpenAI, Anthropic, AWS, GitHub, Google, Stripe, Slack,
+  Hugging Face, Groq and gateway-kit itself, and PEM private keys; ``JWT``: signed tokens.
+
+``PatternDetector`` adds a workspace's own named patterns (``ACME_ID = "ACME-\\d+"``). A team
+can plug in Presidio or an NER model through ``Detector``: see the README for what those need
+offline.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gateway_kit.config.pii import PII_KINDS
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "BuiltinDetector",
+    "Detector",
+    "PatternDetector",
+    "Span",
+    "iban_valid",
+    "luhn_valid",
+    "resolve",
+]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Span:
+    """``text[start:end]`` is a value of ``kind`` (upper case: ``EMAIL``, ``ACME_ID``)."""
+
+    start: int
+    end: int
+    kind: str
+
+
+@runtime_checkable
+class Detector(Protocol):
+    """Finds values in a text. It may raise: the layer's ``on_error`` decides what then."""
+
+    def detect(self, text: str) -> Iterable[Span]: ...
+
+
+BUILTIN_KINDS = PII_KINDS
+
+_EMAIL = re.compile(
+    r"(?<![\w.%+-])[\w.%+-]{1,64}@(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-])"
+)
+# Digits with the separators people write; the validator decides.
+_PHONE = re.compile(r"(?<![\w+.-])(?:\+|00)?\(?\d[\d ().-]{5,20}\d(?![\w-]|\.\d)")
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}(?![A-Za-z0-9])")
+_SSN = re.compile(r"(?<![\d-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\d-])")
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV6 = re.compile(
+    r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
+)
+_API_KEY = re.compile(
+    r"(?<![\w-])(?:"
+    r"sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
+    r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google
+    r"|(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"  # Stripe
+    r"|xox[abposr]-[0-9A-Za-z-]{10,}"  # Slack
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|gsk_[A-Za-z0-9]{40,}"  # Groq
+    r"|gk_[A-Za-z0-9_-]{30,}"  # gateway-kit
+    r")(?![\w-])"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
+)
+_JWT = re.compile(
+    r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?![\w-])"
+)
+
+# Issuer prefixes (IIN ranges) and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners,
+# UnionPay, Maestro. A Luhn-valid run of digits without one is an order number.
+_CARD_ISSUER = re.compile(
+    r"4\d{12}(?:\d{3}){0,2}|5[1-5]\d{14}|2(?:2[2-9]|[3-6]\d|7[01])\d{13}|2720\d{12}"
+    r"|3[47]\d{13}|6(?:011|5\d\d|4[4-9]\d)\d{12,15}|35(?:2[89]|[3-8]\d)\d{12,15}"
+    r"|3(?:0[0-5]|[68]\d)\d{11,16}|62\d{14,17}|(?:50|5[6-9]|6\d)\d{10,17}"
+)
+
+#: IBAN lengths by country (the SWIFT registry).
+IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
+    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
+    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
+    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+
+
+def luhn_valid(digits: str) -> bool:
+    """Whether ``digits`` end with a valid Luhn check digit."""
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def iban_valid(iban: str) -> bool:
+    """Whether ``iban`` (no spaces, any case) has its country's length and a valid checksum."""
+    iban = iban.upper()
+    if IBAN_LENGTHS.get(iban[:2]) != len(iban) or not iban.isalnum() or not iban.isascii():
+        return False
+    rearranged = iban[4:] + iban[:4]
+    return int("".join(str(int(char, 36)) for char in rearranged)) % 97 == 1
+
+
+class BuiltinDetector:
+    """The built-in kinds (``kinds``: a subset of ``BUILTIN_KINDS``); national phone numbers
+    are read as ``phone_region``'s (ISO 3166 code), international ones in any country."""
+
+    def __init__(self, kinds: Sequence[str] = BUILTIN_KINDS, *, phone_region: str = "US") -> None:
+        unknown = sorted(set(kinds) - set(BUILTIN_KINDS))
+        if unknown:
+            raise ValueError(f"unknown PII kinds {unknown}: the built-in ones are {BUILTIN_KINDS}")
+        self.kinds = frozenset(kinds)
+        self.phone_region = phone_region.upper()
+        self._phones = _phone_validator(self.phone_region) if "PHONE" in self.kinds else None
+
+    def detect(self, text: str) -> Iterator[Span]:
+        kinds = self.kinds
+        # The structured kinds first: a key, a token or an e-mail address holds digits a
+        # phone or card candidate would otherwise take (``resolve`` keeps the longest).
+        if "API_KEY" in kinds and ("-" in text or "_" in text or "AIza" in text or "KIA" in text):
+            yield from _spans(_API_KEY, text, "API_KEY")
+        if "JWT" in kinds and "eyJ" in text:
+            yield from _spans(_JWT, text, "JWT")
+        if "EMAIL" in kinds and "@" in text:
+            yield from _spans(_EMAIL, text, "EMAIL")
+        if "IBAN" in kinds:
+            yield from _ibans(text)
+        if "CARD" in kinds:
+            for match in _CARD.finditer(text):
+                digits = match.group().replace(" ", "").replace("-", "")
+                if _CARD_ISSUER.fullmatch(digits) and luhn_valid(digits):
+                    yield Span(match.start(), match.end(), "CARD")
+        if "US_SSN" in kinds:
+            for match in _SSN.finditer(text):
+                area, group, serial = match.group(1), match.group(3), match.group(4)
+                valid_area = area not in ("000", "666") and area[0] != "9"
+                if valid_area and group != "00" and serial != "0000":
+                    yield Span(match.start(), match.end(), "US_SSN")
+        if "IP_ADDRESS" in kinds:
+            yield from _addresses(text)
+        if self._phones is not None:
+            for match in _PHONE.finditer(text):
+                candidate = match.group()
+                if 7 <= sum(c.isdigit() for c in candidate) <= 15 and self._phones(candidate):
+                    start, end = match.span()
+                    if candidate.startswith("(") and ")" not in candidate:
+                        start += 1
+                    yield Span(start, end, "PHONE")
+
+
+class PatternDetector:
+    """A workspace's own named patterns: ``{"ACME_ID": r"ACME-\\d+"}`` (names upper case)."""
+
+    def __init__(self, patterns: dict[str, str]) -> None:
+        self.patterns = [(name.upper(), re.compile(pattern)) for name, pattern in patterns.items()]
+
+    def detect(self, text: str) -> Iterator[Span]:
+        for kind, pattern in self.patterns:
+            for match in pattern.finditer(text):
+                if match.end() > match.start():
+                    yield Span(match.start(), match.end(), kind)
+
+
+def _spans(pattern: re.Pattern[str], text: str, kind: str) -> Iterator[Span]:
+    for match in pattern.finditer(text):
+        yield Span(match.start(), match.end(), kind)
+
+
+def _ibans(text: str) -> Iterator[Span]:
+    """IBANs, grouped or not: a candidate runs on over spaces (into the next words, say), so
+    it is cut at its country's length, then checked."""
+    search, at = _IBAN.search, 0
+    while (match := search(text, at)) is not None:
+        candidate, start = match.group(), match.start()
+        at = start + 1  # a candidate that is none may hold the start of the next one
+        length = IBAN_LENGTHS.get(candidate[:2].upper())
+        if length is None:
+            continue
+        taken = end = 0
+        for end, char in enumerate(candidate, 1):  # noqa: B007 - end is used after
+            if char != " ":
+                taken += 1
+                if taken == length:
+                    break
+        after = start + end
+        if taken != length or (after < len(text) and text[after].isalnum()):
+            continue  # too short, or the run goes on without a space: not this IBAN
+        if iban_valid(candidate[:end].replace(" ", "")):
+            yield Span(start, after, "IBAN")
+            at = after
+
+
+def _addresses(text: str) -> Iterator[Span]:
+    if "." in text:
+        for match in _IPV4.finditer(text):
+            start = match.start()
+            if start and text[start - 1] in "vV":
+                continue  # v1.2.3.4: a version
+            try:
+                ipaddress.IPv4Address(match.group())
+            except ValueError:
+                continue
+            yield Span(start, match.end(), "IP_ADDRESS")
+    if "::" in text or text.count(":") >= 7:
+        for match in _IPV6.finditer(text):
+            try:
+                ipaddress.IPv6Address(match.group())
+            except ValueError:
+                continue
+            yield Span(match.start(), match.end(), "IP_ADDRESS")
+
+
+def _phone_validator(region: str) -> _PhoneCheck:
+    try:
+        import phonenumbers
+    except ImportError as exc:  # pragma: no cover - the error names the extra
+        raise ImportError(
+            "PII masking's PHONE detector needs the pii extra: pip install 'gateway-kit[pii]'"
+        ) from exc
+
+    def valid(candidate: str) -> bool:
+        plus = candidate.startswith("+") or candidate.startswith("00")
+        try:
+            number = phonenumbers.parse(
+                "+" + candidate[2:] if candidate.startswith("00") else candidate,
+                None if plus else region,
+            )
+        except phonenumbers.NumberParseException:
+            return False
+        return bool(phonenumbers.is_valid_number(number))
+
+    return valid
+
+
+class _PhoneCheck(Protocol):
+    def __call__(self, candidate: str) -> bool: ...
+
+
+def resolve(spans: Iterable[Span]) -> list[Span]:
+    """Non-overlapping spans in text order: where two overlap, the longer (then the earlier)
+    wins."""
+    chosen: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -(s.end - s.start))):
+        if chosen and span.start < chosen[-1].end:
+            last = chosen[-1]
+            if span.end - span.start > last.end - last.start:
+                chosen[-1] = span
+            continue
+        chosen.append(span)
+    return chosen

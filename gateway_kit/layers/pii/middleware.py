@@ -1,0 +1,118 @@
+"""``PIIMiddleware``: masks the request before it leaves for the model, restores the answer.
+
+It reads the request once (``chat.request``), masks what ``PIIPolicy`` covers into a ``Vault``
+that lives on the request's context only, and:
+
+- ``enforce`` with ``scope = "full"``: sends the masked request on (``replace_json``) and
+  registers ``RestoreTransform``, which gives the answer its values back;
+- ``enforce`` with ``scope = "cache"``: sends the request as it is; the masked one is left on
+  the context (``ctx.extras["pii.masked"]``) for what keys or logs on it;
+- ``monitor``: sends the request as it is, and says what it found.
+
+Either way ``x-gateway-pii`` says what was found, by kind (``masked EMAIL=2 PHONE=1``), and
+the verdict records the counts, never the values. A detector that raises answers 503
+(``on_error = "closed"``, the default: raw PII is never forwarded unchecked) or lets the
+request through unmasked (``open``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit.chat.request import RequestKind, load_request
+from gateway_kit.config import Mode, OnError
+from gateway_kit.gateway import Gateway
+from gateway_kit.layers._base import GatewayLayer
+from gateway_kit.layers.pii.masking import Vault
+from gateway_kit.layers.pii.policy import PIIPolicy, PIIVerdict
+from gateway_kit.layers.pii.transform import RestoreTransform
+from gateway_kit.pipeline.body import replace_json
+from gateway_kit.pipeline.context import RequestContext
+from gateway_kit.pipeline.verdicts import Refusal
+
+__all__ = ["PIIMiddleware"]
+
+logger = logging.getLogger("gateway_kit.pii")
+
+
+class PIIMiddleware(GatewayLayer):
+    """PII masking for authenticated inference requests (anything else passes through)."""
+
+    concern = "pii"
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        mode: Mode | str | None = None,
+        on_error: OnError | str | None = None,
+        policy: PIIPolicy | None = None,
+    ) -> None:
+        config = gateway.config.pii
+        super().__init__(app, gateway=gateway, section=config, mode=mode, on_error=on_error)
+        self.config = config
+        # Built when the layer is on only: the PHONE detector needs the pii extra.
+        self._policy = policy
+        if policy is None and self.mode is not Mode.OFF:
+            self._policy = PIIPolicy(config)
+
+    @property
+    def policy(self) -> PIIPolicy:
+        if self._policy is None:
+            self._policy = PIIPolicy(self.config)
+        return self._policy
+
+    async def admit(
+        self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        kind: RequestKind = "embedding" if self.request_kind == "embedding" else "chat"
+        loaded = await load_request(
+            scope, receive, max_body_bytes=self.gateway.config.server.max_body_bytes, kind=kind
+        )
+        if loaded is None:
+            return None  # the client left
+        if isinstance(loaded, Refusal):
+            await self.refuse(ctx, send, loaded)
+            return None
+        payload, receive = loaded
+        vault = Vault()
+        try:
+            masked = self._mask(payload, vault, kind)
+        except Exception as exc:  # a detector failed: whatever it raised
+            logger.error("a PII detector failed (on_error=%s): %r", self.on_error.value, exc)
+            if self.on_error is OnError.OPEN:
+                ctx.verdicts[self.concern] = PIIVerdict(action="unchecked")
+                ctx.headers.append((b"x-gateway-pii", b"unchecked"))
+                return receive
+            refusal = Refusal(
+                503,
+                "The PII check cannot be made right now; try again shortly.",
+                code="pii_unavailable",
+                type="api_error",
+            )
+            ctx.verdicts[self.concern] = PIIVerdict(action="block", refusal=refusal)
+            await self.refuse(ctx, send, refusal)
+            return None
+        rewrite = self.mode is Mode.ENFORCE and self.config.scope == "full"
+        verdict = self.policy.verdict(vault, rewrote=rewrite)
+        ctx.verdicts[self.concern] = verdict
+        if verdict.counts:
+            ctx.headers.append((b"x-gateway-pii", verdict.header()))
+        if not vault.values:
+            return receive
+        if rewrite:
+            replace_json(scope, masked)
+            if kind == "chat":
+                ctx.transforms.append(RestoreTransform(vault.values))
+        elif self.mode is Mode.ENFORCE:
+            ctx.extras["pii.masked"] = masked
+        return receive
+
+    def _mask(self, payload: dict[str, Any], vault: Vault, kind: RequestKind) -> dict[str, Any]:
+        policy = self.policy
+        if kind == "chat":
+            return policy.mask(payload, vault)
+        return policy.mask_input(payload, vault)

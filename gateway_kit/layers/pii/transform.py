@@ -1,0 +1,139 @@
+"""``RestoreTransform``: the answer with the request's placeholders given back their values.
+
+A JSON answer is restored whole: each choice's content (and refusal) and each tool call's
+arguments. A stream is restored event by event, one ``StreamRestorer`` per choice's content and
+per choice's tool call (by index), so ordinary text passes at once and only what could still
+become a placeholder waits for the next event; what is held goes out with the choice's
+``finish_reason``, else before ``[DONE]``, else when the stream ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gateway_kit.layers.pii.restore import StreamRestorer, restore_text
+from gateway_kit.pipeline.transforms import JSONBody, ResponseTransform
+from gateway_kit.sse import SSEEvent
+
+__all__ = ["RestoreTransform"]
+
+
+class RestoreTransform(ResponseTransform):
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = values
+        #: (choice index, None for content or the tool call's index) -> its restorer.
+        self._streams: dict[tuple[int, int | None], StreamRestorer] = {}
+        #: The last chunk seen, the model of the one that gives out what was held.
+        self._last: dict[str, Any] | None = None
+
+    def body(self, body: JSONBody) -> None:
+        try:
+            answer = body.json()
+        except ValueError:
+            return
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list):
+            return
+        values, changed = self._values, False
+        for choice in choices:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            if not isinstance(message, dict):
+                continue
+            for field in ("content", "refusal"):
+                text = message.get(field)
+                if isinstance(text, str):
+                    restored = restore_text(text, values)
+                    if restored != text:
+                        message[field], changed = restored, True
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    restored = restore_text(function["arguments"], values)
+                    if restored != function["arguments"]:
+                        function["arguments"], changed = restored, True
+        if changed:
+            body.set_json(answer)
+
+    def event(self, event: SSEEvent) -> Sequence[SSEEvent]:
+        if event.done:
+            return (*self._flush(), event)
+        try:
+            chunk = event.json()
+        except ValueError:
+            return (event,)
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        if not isinstance(choices, list) or not choices:
+            return (event,)
+        self._last = chunk
+        for choice in choices:
+            if isinstance(choice, dict):
+                self._choice(choice)
+        event.set_json(chunk)
+        return (event,)
+
+    def close(self) -> Sequence[SSEEvent]:
+        return self._flush()
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        index = choice.get("index", 0)
+        delta = choice.get("delta")
+        finished = choice.get("finish_reason") is not None
+        if not isinstance(delta, dict):
+            return
+        content = delta.get("content")
+        if isinstance(content, str) or (finished and (index, None) in self._streams):
+            out = self._stream(index, None).feed(content or "")
+            if finished:
+                out += self._streams.pop((index, None)).close()
+            delta["content"] = out
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                key = (index, call.get("index", 0))
+                function["arguments"] = self._stream(*key).feed(function["arguments"])
+        if finished:
+            self._close_calls(index, delta)
+
+    def _close_calls(self, index: int, delta: dict[str, Any]) -> None:
+        held = [key for key in self._streams if key[0] == index and key[1] is not None]
+        if not held:
+            return
+        calls = delta.setdefault("tool_calls", [])
+        for key in held:
+            rest = self._streams.pop(key).close()
+            if rest:
+                calls.append({"index": key[1], "function": {"arguments": rest}})
+
+    def _stream(self, index: int, call: int | None) -> StreamRestorer:
+        restorer = self._streams.get((index, call))
+        if restorer is None:
+            restorer = self._streams[(index, call)] = StreamRestorer(self._values)
+        return restorer
+
+    def _flush(self) -> Sequence[SSEEvent]:
+        """What is still held, as one chunk shaped like the stream's last."""
+        if not self._streams:
+            return ()
+        choices: dict[int, dict[str, Any]] = {}
+        for (index, call), restorer in self._streams.items():
+            rest = restorer.close()
+            if not rest:
+                continue
+            delta = choices.setdefault(index, {"index": index, "delta": {}})["delta"]
+            if call is None:
+                delta["content"] = rest
+            else:
+                delta.setdefault("tool_calls", []).append(
+                    {"index": call, "function": {"arguments": rest}}
+                )
+        self._streams.clear()
+        if not choices:
+            return ()
+        last = self._last or {}
+        kept: tuple[str, ...] = ("id", "object", "created", "model")
+        chunk: dict[str, Any] = {key: last[key] for key in kept if key in last}
+        chunk["choices"] = [
+            {**choice, "finish_reason": None} for _, choice in sorted(choices.items())
+        ]
+        return (SSEEvent.of_json(chunk),)

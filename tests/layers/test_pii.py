@@ -1,0 +1,185 @@
+"""PII masking through the whole stack: the upstream never receives a raw value, the client
+gets its values back (JSON, streams, tool calls), monitor mode, failures and configuration."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gateway_kit import GatewayConfig
+from gateway_kit.layers.pii import PIIPolicy
+from gateway_kit.layers.pii.detectors import Span
+from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
+
+pytestmark = pytest.mark.anyio
+
+PROMPT = (
+    "Hi, I am Anna (anna.lindqvist@example.se, +44 20 7946 0958). Please charge "
+    "4111 1111 1111 1111 and write to anna.lindqvist@example.se again."
+)
+RAW = ("anna.lindqvist@example.se", "+44 20 7946 0958", "4111 1111 1111 1111")
+
+
+def answer(content: str, **message: Any) -> dict[str, Any]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content, **message}}
+    return {**COMPLETION, "choices": [{**choice, "finish_reason": "stop"}]}
+
+
+async def ask(env: Any, *messages: dict[str, Any], **fields: Any) -> Any:
+    payload = {"model": "gpt-fake", "messages": list(messages), **fields}
+    return await env.recorder.request(
+        "POST", "/v1/chat/completions", json=payload, headers=env.auth()
+    )
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+async def test_the_upstream_gets_placeholders_and_the_client_its_values_back() -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        env.upstream.json_body = answer("I will write to <EMAIL_1> and call <PHONE_1>.")
+        response = await ask(env, {"role": "system", "content": "Be brief."}, user(PROMPT))
+        assert response.status == 200
+        sent = env.upstream.requests[-1].content.decode()
+        assert not any(value in sent for value in RAW)
+        assert env.upstream.sent_json()["messages"][1]["content"] == (
+            "Hi, I am Anna (<EMAIL_1>, <PHONE_1>). Please charge <CARD_1> and write to "
+            "<EMAIL_1> again."
+        )
+        assert response.json()["choices"][0]["message"]["content"] == (
+            "I will write to anna.lindqvist@example.se and call +44 20 7946 0958."
+        )
+        assert response.headers["x-gateway-pii"] == "masked CARD=1 EMAIL=2 PHONE=1"
+
+
+async def test_a_stream_gets_its_values_back_whatever_the_chunks() -> None:
+    text = "Sure <EMAIL_1>, your card <CARD_1> is noted."
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        for cut in (1, 6, 9, 12, 14, 25):
+            env.upstream.stream = ScriptedStream(
+                [chunk(text[:cut]), chunk(text[cut:]), chunk(finish="stop"), DONE]
+            )
+            response = await ask(env, user(PROMPT), stream=True)
+            assert response.status == 200
+            deltas = [
+                json.loads(e)["choices"][0]["delta"].get("content") or ""
+                for e in response.events()
+                if e != "[DONE]"
+            ]
+            assert "".join(deltas) == (
+                "Sure anna.lindqvist@example.se, your card 4111 1111 1111 1111 is noted."
+            ), cut
+            assert response.events()[-1] == "[DONE]"
+
+
+async def test_a_stream_without_finish_reason_gives_out_what_it_held_before_done() -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        env.upstream.stream = ScriptedStream([chunk("Mail <EMA"), chunk("IL_1"), DONE])
+        response = await ask(env, user(PROMPT), stream=True)
+        texts = [json.loads(e)["choices"][0]["delta"]["content"] for e in response.events()[:-1]]
+        assert "".join(texts) == "Mail anna.lindqvist@example.se"
+
+
+async def test_tool_call_arguments_are_masked_as_json_and_restored() -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "send", "arguments": json.dumps({"to": "anna.lindqvist@example.se"})},
+    }
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        reply = {**call, "function": {"name": "send", "arguments": '{"to": "<EMAIL_1>"}'}}
+        env.upstream.json_body = answer("", tool_calls=[reply])
+        history = [
+            user(PROMPT),
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": "call_1",
+                "content": "sent to anna.lindqvist@example.se",
+            },
+        ]
+        response = await ask(env, *history)
+        sent = env.upstream.sent_json()["messages"]
+        assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == {"to": "<EMAIL_1>"}
+        assert sent[2]["content"] == "sent to <EMAIL_1>"
+        restored = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert json.loads(restored["arguments"]) == {"to": "anna.lindqvist@example.se"}
+
+
+async def test_monitor_counts_and_sends_the_request_as_it_is() -> None:
+    async with provisioned("scale", pii={"mode": "monitor"}) as env:
+        response = await ask(env, user(PROMPT))
+        assert response.status == 200
+        assert "anna.lindqvist@example.se" in env.upstream.requests[-1].content.decode()
+        assert response.headers["x-gateway-pii"] == "found CARD=1 EMAIL=2 PHONE=1"
+
+
+async def test_system_prompts_can_be_left_unmasked() -> None:
+    async with provisioned("scale", pii={"mode": "enforce", "mask_system": False}) as env:
+        system = {"role": "system", "content": "Escalate to help@northwind.example."}
+        await ask(env, system, user("Mail me at anna.lindqvist@example.se"))
+        sent = env.upstream.sent_json()["messages"]
+        assert sent[0]["content"] == system["content"]
+        assert sent[1]["content"] == "Mail me at <EMAIL_1>"
+
+
+class Broken:
+    def detect(self, text: str) -> list[Span]:
+        raise RuntimeError("the NER model is not loaded")
+
+
+async def test_a_failing_detector_answers_503_when_closed_and_sends_nothing() -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        for layer in _pii_layers(env):
+            layer._policy = PIIPolicy(env.gateway.config.pii, detectors=[Broken()])
+        response = await ask(env, user(PROMPT))
+        assert response.status == 503
+        assert response.json()["error"]["code"] == "pii_unavailable"
+        assert env.upstream.calls == 0
+        assert await env.used_requests() == 0
+
+
+async def test_a_failing_detector_lets_the_request_through_unmasked_when_open() -> None:
+    async with provisioned("scale", pii={"mode": "enforce", "on_error": "open"}) as env:
+        for layer in _pii_layers(env):
+            layer._policy = PIIPolicy(env.gateway.config.pii, detectors=[Broken()])
+        response = await ask(env, user(PROMPT))
+        assert response.status == 200
+        assert response.headers["x-gateway-pii"] == "unchecked"
+
+
+def _pii_layers(env: Any) -> list[Any]:
+    """The PIIMiddleware instances of the app's routes."""
+    from gateway_kit.layers.pii import PIIMiddleware
+
+    found, seen = [], set()
+    stack = [env.recorder.app]
+    while stack:
+        app = stack.pop()
+        if id(app) in seen or app is None:
+            continue
+        seen.add(id(app))
+        if isinstance(app, PIIMiddleware):
+            found.append(app)
+        for attribute in ("app", "router", "routes", "endpoint"):
+            value = getattr(app, attribute, None)
+            stack.extend(value if isinstance(value, list) else [value])
+    assert found
+    return found
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"kinds": ["EMAIL", "PASSPORT"]}, "unknown kind 'PASSPORT'"),
+        ({"patterns": {"ACME_ID": "ACME-(\\d+"}}, "pattern ACME_ID: not a regular expression"),
+        ({"patterns": {"acme": "x"}}, "pattern name 'acme'"),
+        ({"patterns": {"ANY": "x*"}}, "pattern ANY: matches the empty string"),
+    ],
+)
+def test_configuration_mistakes_are_named(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GatewayConfig.model_validate({"pii": {"mode": "enforce", **fields}})

@@ -1,0 +1,196 @@
+"""PII masking's core without ASGI: detection, masking into placeholders, and restoring
+answers, whole and streamed split at every offset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway_kit.layers.pii import (
+    BuiltinDetector,
+    PatternDetector,
+    StreamRestorer,
+    Vault,
+    mask_text,
+    restore_text,
+)
+from gateway_kit.layers.pii.detectors import iban_valid, luhn_valid
+
+DETECTORS = [BuiltinDetector(phone_region="US")]
+
+
+def found(text: str, detectors: list[object] | None = None) -> list[tuple[str, str]]:
+    """The (kind, value) pairs masking takes out of ``text``."""
+    vault = Vault()
+    mask_text(text, detectors or DETECTORS, vault)  # type: ignore[arg-type]
+    return [(p[1:].rsplit("_", 1)[0], v) for p, v in vault.values.items()]
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("Write to anna.lindqvist@example.se today", "EMAIL", "anna.lindqvist@example.se"),
+        ("jose+orders@correo.example.com.mx.", "EMAIL", "jose+orders@correo.example.com.mx"),
+        ("Call (415) 555-2671 after 5", "PHONE", "(415) 555-2671"),
+        ("mobile: +44 20 7946 0958", "PHONE", "+44 20 7946 0958"),
+        ("Tel. 0049 30 901820", "PHONE", "0049 30 901820"),
+        ("+33 1 42 68 53 00 est le standard", "PHONE", "+33 1 42 68 53 00"),
+        ("card 4111 1111 1111 1111 exp 12/28", "CARD", "4111 1111 1111 1111"),
+        ("Amex 3782-822463-10005", "CARD", "3782-822463-10005"),
+        ("5555555555554444", "CARD", "5555555555554444"),
+        ("IBAN DE89 3704 0044 0532 0130 00 please", "IBAN", "DE89 3704 0044 0532 0130 00"),
+        ("pay to GB82WEST12345698765432", "IBAN", "GB82WEST12345698765432"),
+        ("SSN 123-45-6789", "US_SSN", "123-45-6789"),
+        ("server at 192.168.10.24, port 22", "IP_ADDRESS", "192.168.10.24"),
+        ("v6 2001:db8:85a3::8a2e:370:7334 fails", "IP_ADDRESS", "2001:db8:85a3::8a2e:370:7334"),
+        ("key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t", "API_KEY", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"),
+        ("AKIAIOSFODNN7EXAMPLE in the logs", "API_KEY", "AKIAIOSFODNN7EXAMPLE"),
+        (
+            "ghp_1234567890abcdefghijklmnopqrstuvwxyz0",
+            "API_KEY",
+            "ghp_1234567890abcdefghijklmnopqrstuvwxyz0",
+        ),
+        (
+            "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+            "JWT",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+        ),
+    ],
+)
+def test_each_kind_is_found_whole(text: str, kind: str, value: str) -> None:
+    assert found(text) == [(kind, value)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Order NW-1000007 shipped on 2026-11-25 at 09:01:07",  # an order number, a timestamp
+        "Upgrade from v1.2.3.4 to 2.0.1",  # versions
+        "Invoice 1234567890123 for 12.50 EUR",  # 13 digits, no issuer: not a card
+        "4111 1111 1111 1112",  # a Visa prefix, a wrong check digit
+        "DE89 3704 0044 0532 0130 01",  # an IBAN's shape, a wrong checksum
+        "Unix time 1764064800, build 20261125",
+        "ratio 3:4:5 and 12:30:45",  # colons that are no IPv6 address
+        "sk-short and ghp_tooshort",
+        "000-12-3456 is not an SSN",
+        "The S3 bucket and EC2 instance",
+    ],
+)
+def test_near_misses_are_left_alone(text: str) -> None:
+    assert found(text) == []
+
+
+def test_two_ibans_in_a_row_are_both_found() -> None:
+    text = "From DE89 3704 0044 0532 0130 00 and GB82 WEST 1234 5698 7654 32."
+    assert found(text) == [
+        ("IBAN", "DE89 3704 0044 0532 0130 00"),
+        ("IBAN", "GB82 WEST 1234 5698 7654 32"),
+    ]
+
+
+def test_checksums() -> None:
+    assert luhn_valid("4111111111111111")
+    assert not luhn_valid("4111111111111112")
+    assert iban_valid("gb82west12345698765432")
+    assert not iban_valid("GB82WEST1234569876543")  # one character short
+
+
+def test_a_workspaces_own_patterns_and_allow_list() -> None:
+    detectors = [*DETECTORS, PatternDetector({"acme_id": r"ACME-\d+"})]
+    vault = Vault()
+    masked = mask_text(
+        "ACME-4471 for help@acme.example, ops@acme.example",
+        detectors,
+        vault,
+        allow=frozenset({"help@acme.example"}),
+    )
+    assert masked == "<ACME_ID_1> for help@acme.example, <EMAIL_1>"
+
+
+# -- masking -----------------------------------------------------------------------------------
+
+
+def test_the_same_value_gets_the_same_placeholder_and_others_the_next() -> None:
+    vault = Vault()
+    first = mask_text("From a@x.example to b@x.example", DETECTORS, vault)
+    again = mask_text("Reply to a@x.example, call +44 20 7946 0958", DETECTORS, vault)
+    assert first == "From <EMAIL_1> to <EMAIL_2>"
+    assert again == "Reply to <EMAIL_1>, call <PHONE_1>"
+    assert vault.counts == {"EMAIL": 3, "PHONE": 1}
+
+
+def test_history_resent_masks_the_same_way_on_every_turn() -> None:
+    history = ["I am a@x.example", "Noted, <EMAIL_1>.", "My card is 4111 1111 1111 1111"]
+
+    def turn(messages: list[str]) -> list[str]:
+        vault = Vault()
+        return [mask_text(m, DETECTORS, vault) for m in messages]
+
+    assert turn(history[:1]) == turn(history)[:1]
+    assert turn(history)[2] == "My card is <CARD_1>"
+
+
+def test_a_placeholder_the_client_wrote_is_never_issued() -> None:
+    vault = Vault()
+    text = "Template: <EMAIL_1>. Mine: a@x.example"
+    vault.reserve(text)
+    masked = mask_text(text, DETECTORS, vault)
+    assert masked == "Template: <EMAIL_1>. Mine: <EMAIL_2>"
+    assert restore_text("Sent to <EMAIL_2> per <EMAIL_1>", vault.values) == (
+        "Sent to a@x.example per <EMAIL_1>"
+    )
+
+
+# -- restore -----------------------------------------------------------------------------------
+
+VALUES = {"<EMAIL_1>": "anna@example.se", "<EMAIL_12>": "bo@example.se", "<PHONE_1>": "+1 415"}
+
+
+def test_restore_is_lenient_for_issued_placeholders_only() -> None:
+    text = "Mail <email_1>, [EMAIL_12] or EMAIL_1; not <PHONE_2>, EMAIL_123 or XEMAIL_1."
+    assert restore_text(text, VALUES) == (
+        "Mail anna@example.se, bo@example.se or anna@example.se; not <PHONE_2>, EMAIL_123 or "
+        "XEMAIL_1."
+    )
+
+
+ANSWER = (
+    "Dear customer, we wrote to <EMAIL_1> and to <EMAIL_12>; call <PHONE_1>. EMAIL_1 is "
+    "confirmed — ünïcödé ✓, 4 < 5 and [x]."
+)
+
+
+def test_a_stream_split_anywhere_gives_back_exactly_the_whole_restored_answer() -> None:
+    whole = restore_text(ANSWER, VALUES)
+    for cut in range(len(ANSWER) + 1):
+        for second in (cut, min(len(ANSWER), cut + 3)):
+            restorer = StreamRestorer(VALUES)
+            parts = [ANSWER[:cut], ANSWER[cut:second], ANSWER[second:]]
+            out = "".join(restorer.feed(p) for p in parts) + restorer.close()
+            assert out == whole, (cut, second)
+
+
+def test_a_stream_one_character_at_a_time_holds_back_only_a_possible_placeholder() -> None:
+    restorer = StreamRestorer(VALUES)
+    given = [restorer.feed(char) for char in "Hi there <EMAIL_1> ok"]
+    # Ordinary text leaves at once; '<EMAIL_1>' is held until it closes.
+    assert "".join(given[:9]) == "Hi there "
+    assert given[9:17] == [""] * 8
+    assert given[17] == "anna@example.se"
+    assert "".join(given[18:]) + restorer.close() == " ok"
+
+
+def test_tool_call_arguments_restore_into_valid_json() -> None:
+    arguments = json.dumps({"to": "<EMAIL_1>", "cc": ["<EMAIL_12>"]})
+    restored = restore_text(arguments, VALUES)
+    assert json.loads(restored) == {"to": "anna@example.se", "cc": ["bo@example.se"]}
+
+
+def test_no_placeholders_issued_means_nothing_held() -> None:
+    restorer = StreamRestorer({})
+    assert restorer.feed("<EMA") == "<EMA"
+    assert restorer.close() == ""
