@@ -14,33 +14,21 @@ Both are bounded and used on the event loop only (no lock).
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
+from gateway_kit._memo import Memo
+
 __all__ = ["MessageMemo", "Prefixes"]
 
-K = TypeVar("K")
-V = TypeVar("V")
 S = TypeVar("S")
 
 _RUN = 16
 
 
-class MessageMemo(dict[K, V]):
-    """A plain dict (a hit costs one lookup in C; an LRU's bookkeeping would cost more than the
-    rest of a hit), of which the oldest half is dropped when it is full."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def remember(self, key: K, value: V) -> None:
-        if len(self) >= self.size:
-            for old in list(itertools.islice(self, self.size // 2)):
-                del self[old]
-        self[key] = value
+#: Each message's facts, by its fingerprint.
+MessageMemo = Memo
 
 
 class Prefixes(Generic[S]):

@@ -89,6 +89,18 @@ _API_KEY = re.compile(
     r")(?![\w-])"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
 )
+#: Substrings without which no provider key can be in a text.
+_KEY_PREFIXES = (
+    "sk-", "sk_", "rk_", "pk_", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+    "github_pat_", "AIza", "xox", "hf_", "gsk_", "gk_", "PRIVATE KEY",
+)  # fmt: skip
+#: A run of digits and the separators numbers are written with (the numeric kinds' candidates
+#: are found in those).
+_RUN = re.compile(r"\d[\d ().:/-]*\d")
+_GROUP = re.compile(r"\d+")
+_NUMERIC_KINDS = frozenset({"PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS"})
+#: A date is no phone number, whatever libphonenumber would make of its digits.
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}")
 _JWT = re.compile(
     r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?![\w-])"
 )
@@ -153,36 +165,50 @@ class BuiltinDetector:
     def detect(self, text: str) -> Iterator[Span]:
         kinds = self.kinds
         # The structured kinds first: a key, a token or an e-mail address holds digits a
-        # phone or card candidate would otherwise take (``resolve`` keeps the longest).
-        if "API_KEY" in kinds and ("-" in text or "_" in text or "AIza" in text or "KIA" in text):
+        # phone or card candidate would otherwise take (``resolve`` keeps the longest). Each
+        # kind's regex runs only where a substring search (in C) says it may match.
+        if "API_KEY" in kinds and any(prefix in text for prefix in _KEY_PREFIXES):
             yield from _spans(_API_KEY, text, "API_KEY")
         if "JWT" in kinds and "eyJ" in text:
             yield from _spans(_JWT, text, "JWT")
         if "EMAIL" in kinds and "@" in text:
             yield from _spans(_EMAIL, text, "EMAIL")
-        if "IBAN" in kinds:
-            yield from _ibans(text)
-        if "CARD" in kinds:
-            for match in _CARD.finditer(text):
-                digits = match.group().replace(" ", "").replace("-", "")
-                if _CARD_ISSUER.fullmatch(digits) and luhn_valid(digits):
-                    yield Span(match.start(), match.end(), "CARD")
-        if "US_SSN" in kinds:
-            for match in _SSN.finditer(text):
+        if "IP_ADDRESS" in kinds and ":" in text:
+            yield from _ipv6(text)
+        if kinds & _NUMERIC_KINDS:
+            # The numeric kinds, from one pass over the runs of digits and separators: each
+            # kind's regex then reads a run only (and the two characters before it: an
+            # IBAN's country code, a phone number's "+" or "(").
+            for run in _RUN.finditer(text):
+                yield from self._numeric(text, run.start(), run.end())
+
+    def _numeric(self, text: str, start: int, end: int) -> Iterator[Span]:
+        kinds, before = self.kinds, max(0, start - 2)
+        if "IBAN" in kinds and start >= 2 and text[start - 2 : start].isalpha():
+            yield from _ibans(text, start - 2)
+        if "CARD" in kinds and end - start >= 13:
+            for match in _CARD.finditer(text, start, end):
+                card = _card_in(match.group())
+                if card is not None:
+                    yield Span(match.start() + card[0], match.start() + card[1], "CARD")
+        if "US_SSN" in kinds and end - start >= 11:
+            for match in _SSN.finditer(text, start, end):
                 area, group, serial = match.group(1), match.group(3), match.group(4)
                 valid_area = area not in ("000", "666") and area[0] != "9"
                 if valid_area and group != "00" and serial != "0000":
                     yield Span(match.start(), match.end(), "US_SSN")
-        if "IP_ADDRESS" in kinds:
-            yield from _addresses(text)
-        if self._phones is not None:
-            for match in _PHONE.finditer(text):
+        if "IP_ADDRESS" in kinds and end - start >= 7:
+            yield from _ipv4(text, start, end)
+        if self._phones is not None and end - start >= 6:
+            for match in _PHONE.finditer(text, before, end):
                 candidate = match.group()
-                if 7 <= sum(c.isdigit() for c in candidate) <= 15 and self._phones(candidate):
-                    start, end = match.span()
+                if not 7 <= sum(c.isdigit() for c in candidate) <= 15 or _DATE.fullmatch(candidate):
+                    continue
+                if self._phones(candidate):
+                    at, stop = match.span()
                     if candidate.startswith("(") and ")" not in candidate:
-                        start += 1
-                    yield Span(start, end, "PHONE")
+                        at += 1
+                    yield Span(at, stop, "PHONE")
 
 
 class PatternDetector:
@@ -203,48 +229,68 @@ def _spans(pattern: re.Pattern[str], text: str, kind: str) -> Iterator[Span]:
         yield Span(match.start(), match.end(), kind)
 
 
-def _ibans(text: str) -> Iterator[Span]:
-    """IBANs, grouped or not: a candidate runs on over spaces (into the next words, say), so
-    it is cut at its country's length, then checked."""
-    search, at = _IBAN.search, 0
-    while (match := search(text, at)) is not None:
-        candidate, start = match.group(), match.start()
-        at = start + 1  # a candidate that is none may hold the start of the next one
-        length = IBAN_LENGTHS.get(candidate[:2].upper())
-        if length is None:
+def _ibans(text: str, at: int) -> Iterator[Span]:
+    """An IBAN at ``at``, grouped or not: a candidate runs on over spaces (into the next
+    words, say), so it is cut at its country's length, then checked."""
+    match = _IBAN.match(text, at)
+    if match is None:
+        return
+    candidate, start = match.group(), match.start()
+    length = IBAN_LENGTHS.get(candidate[:2].upper())
+    if length is None:
+        return
+    taken = end = 0
+    for end, char in enumerate(candidate, 1):  # noqa: B007 - end is used after
+        if char != " ":
+            taken += 1
+            if taken == length:
+                break
+    after = start + end
+    if taken != length or (after < len(text) and text[after].isalnum()):
+        return  # too short, or the run goes on without a space: not this IBAN
+    if iban_valid(candidate[:end].replace(" ", "")):
+        yield Span(start, after, "IBAN")
+
+
+def _card_in(candidate: str) -> tuple[int, int] | None:
+    """Where in ``candidate`` (digits in groups) a card number is: the whole, else the
+    longest run of its groups that is one (``4111 1111 1111 1111 12`` holds a card and an
+    expiry month)."""
+    digits = candidate.replace(" ", "").replace("-", "")
+    if _CARD_ISSUER.fullmatch(digits) and luhn_valid(digits):
+        return 0, len(candidate)
+    groups = [(m.start(), m.end()) for m in _GROUP.finditer(candidate)]
+    windows = [(i, j) for i in range(len(groups)) for j in range(len(groups), i, -1)]
+    windows.sort(key=lambda w: groups[w[1] - 1][1] - groups[w[0]][0], reverse=True)
+    for i, j in windows:
+        at, stop = groups[i][0], groups[j - 1][1]
+        digits = candidate[at:stop].replace(" ", "").replace("-", "")
+        if 13 <= len(digits) <= 19 and _CARD_ISSUER.fullmatch(digits) and luhn_valid(digits):
+            return at, stop
+    return None
+
+
+def _ipv4(text: str, start: int, end: int) -> Iterator[Span]:
+    for match in _IPV4.finditer(text, max(0, start - 1), end):
+        at = match.start()
+        if at and text[at - 1] in "vV":
+            continue  # v1.2.3.4: a version
+        try:
+            ipaddress.IPv4Address(match.group())
+        except ValueError:
             continue
-        taken = end = 0
-        for end, char in enumerate(candidate, 1):  # noqa: B007 - end is used after
-            if char != " ":
-                taken += 1
-                if taken == length:
-                    break
-        after = start + end
-        if taken != length or (after < len(text) and text[after].isalnum()):
-            continue  # too short, or the run goes on without a space: not this IBAN
-        if iban_valid(candidate[:end].replace(" ", "")):
-            yield Span(start, after, "IBAN")
-            at = after
+        yield Span(at, match.end(), "IP_ADDRESS")
 
 
-def _addresses(text: str) -> Iterator[Span]:
-    if "." in text:
-        for match in _IPV4.finditer(text):
-            start = match.start()
-            if start and text[start - 1] in "vV":
-                continue  # v1.2.3.4: a version
-            try:
-                ipaddress.IPv4Address(match.group())
-            except ValueError:
-                continue
-            yield Span(start, match.end(), "IP_ADDRESS")
-    if "::" in text or text.count(":") >= 7:
-        for match in _IPV6.finditer(text):
-            try:
-                ipaddress.IPv6Address(match.group())
-            except ValueError:
-                continue
-            yield Span(match.start(), match.end(), "IP_ADDRESS")
+def _ipv6(text: str) -> Iterator[Span]:
+    if "::" not in text and text.count(":") < 7:
+        return
+    for match in _IPV6.finditer(text):
+        try:
+            ipaddress.IPv6Address(match.group())
+        except ValueError:
+            continue
+        yield Span(match.start(), match.end(), "IP_ADDRESS")
 
 
 def _phone_validator(region: str) -> _PhoneCheck:

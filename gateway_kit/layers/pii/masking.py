@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from gateway_kit.layers.pii.detectors import Detector, Span, resolve
 
-__all__ = ["PLACEHOLDER", "Vault", "mask_text"]
+__all__ = ["PLACEHOLDER", "Vault", "apply_spans", "find_spans", "mask_text"]
 
 #: A placeholder as issued: ``<KIND_N>``.
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9_]*)_([1-9][0-9]*)>")
@@ -68,15 +68,21 @@ def mask_text(
 ) -> str:
     """``text`` with every value the detectors find (but those in ``allow``) replaced by its
     placeholder."""
+    return apply_spans(text, find_spans(text, detectors), vault, allow=allow)
+
+
+def find_spans(text: str, detectors: Sequence[Detector]) -> tuple[Span, ...]:
+    """Where the values of ``text`` are: what the detectors found, overlaps resolved."""
     spans: list[Span] = []
     for detector in detectors:
         spans.extend(detector.detect(text))
-    if not spans:
-        return text
-    return _replace(text, resolve(spans), vault, allow)
+    return tuple(resolve(spans)) if spans else ()
 
 
-def _replace(text: str, spans: Iterable[Span], vault: Vault, allow: frozenset[str]) -> str:
+def apply_spans(
+    text: str, spans: Iterable[Span], vault: Vault, *, allow: frozenset[str] = frozenset()
+) -> str:
+    """``text`` with the values at ``spans`` (but those in ``allow``) replaced."""
     pieces: list[str] = []
     done = 0
     for span in spans:

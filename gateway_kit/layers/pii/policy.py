@@ -14,14 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway_kit._memo import Memo
 from gateway_kit.config.pii import PIIConfig
-from gateway_kit.layers.pii.detectors import BuiltinDetector, Detector, PatternDetector
-from gateway_kit.layers.pii.masking import Vault, mask_text
+from gateway_kit.layers.pii.detectors import BuiltinDetector, Detector, PatternDetector, Span
+from gateway_kit.layers.pii.masking import Vault, apply_spans, find_spans
 from gateway_kit.pipeline.verdicts import Verdict
 
 __all__ = ["PIIPolicy", "PIIVerdict"]
 
 _SYSTEM = frozenset({"system", "developer"})
+#: Texts whose spans are remembered.
+_MEMO_SIZE = 20_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +55,7 @@ class PIIPolicy:
             detectors = built
         self.detectors = list(detectors)
         self.allow = frozenset(config.allow)
+        self._spans: Memo[tuple[int, int], tuple[Span, ...]] = Memo(_MEMO_SIZE)
 
     def mask(self, payload: dict[str, Any], vault: Vault) -> dict[str, Any]:
         """A copy of ``payload`` with what it covers masked into ``vault``; a detector's
@@ -92,7 +96,14 @@ class PIIPolicy:
     # -- the parts of a request ------------------------------------------------------------------
 
     def _text(self, text: str, vault: Vault) -> str:
-        return mask_text(text, self.detectors, vault, allow=self.allow)
+        # Where a text's values are, remembered by the text's fingerprint (a client re-sends
+        # its history on every turn): positions and kinds only, never a value.
+        key = (hash(text), len(text))
+        spans = self._spans.get(key)
+        if spans is None:
+            spans = find_spans(text, self.detectors)
+            self._spans.remember(key, spans)
+        return apply_spans(text, spans, vault, allow=self.allow) if spans else text
 
     def _message(self, message: dict[str, Any], vault: Vault) -> dict[str, Any]:
         out = dict(message)
