@@ -75,6 +75,27 @@ async def test_a_stream_gets_its_values_back_whatever_the_chunks() -> None:
             assert response.events()[-1] == "[DONE]"
 
 
+async def test_network_chunks_cut_anywhere_even_inside_a_character_change_nothing() -> None:
+    """The upstream's SSE bytes cut at every byte offset: the client reads exactly the answer
+    with its values back, and the upstream never read a raw value."""
+    text = "Envoyé à <EMAIL_1> ✓ — 📞 <PHONE_1>."
+    events = b"".join([chunk(text[:12]), chunk(text[12:]), chunk(finish="stop"), DONE])
+    expected = "Envoyé à anna.lindqvist@example.se ✓ — 📞 +44 20 7946 0958."
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        for cut in range(1, len(events)):
+            env.upstream.stream = ScriptedStream([events[:cut], events[cut:]])
+            response = await ask(env, user(PROMPT), stream=True)
+            assert response.status == 200
+            deltas = [
+                json.loads(e)["choices"][0]["delta"].get("content") or ""
+                for e in response.events()
+                if e != "[DONE]"
+            ]
+            assert "".join(deltas) == expected, cut
+        sent = b"".join(request.content for request in env.upstream.requests)
+        assert not any(value.encode() in sent for value in RAW)
+
+
 async def test_a_stream_without_finish_reason_gives_out_what_it_held_before_done() -> None:
     async with provisioned("scale", pii={"mode": "enforce"}) as env:
         env.upstream.stream = ScriptedStream([chunk("Mail <EMA"), chunk("IL_1"), DONE])
