@@ -44,11 +44,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gateway_kit.bench._conversation import (
@@ -61,11 +59,9 @@ from gateway_kit.bench._conversation import (
     conversation,
 )
 from gateway_kit.bench._load import (
-    cpu_seconds,
-    free_port,
     run_load,
-    server_process,
 )
+from gateway_kit.bench._pair import Server, added, interleaved, start_pair, table
 from gateway_kit.bench.proxy import PATH
 from gateway_kit.bench.routing import Series
 
@@ -135,14 +131,6 @@ def probe_request(variant: int, headers: Sequence[tuple[str, str]] = ()) -> byte
 # -- the measurement ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Server:
-    name: str
-    port: int
-    pid: int
-    headers: tuple[tuple[str, str], ...]
-
-
 @dataclass(slots=True)
 class Probes:
     """Cold and warm latencies (ms) of the probe sessions on one server."""
@@ -150,64 +138,6 @@ class Probes:
     cold: list[float] = field(default_factory=list)
     warm: list[float] = field(default_factory=list)
     failed: int = 0
-
-
-def _pinning() -> tuple[set[int], set[int]] | None:
-    """Where the load (the client and the upstream) and the gateways run: one CPU each, so
-    that neither the scheduler's moves nor the client's work land in a gateway's figures;
-    ``None`` when there are fewer than two CPUs to pin to."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    usable = sorted(os.sched_getaffinity(0))
-    return ({usable[0]}, {usable[1]}) if len(usable) >= 2 else None
-
-
-def _start(
-    stack: ExitStack, upstream: str, scratch: Path, transport: str, cpus: set[int] | None
-) -> list[Server]:
-    servers = []
-    for name, extra in ((WITHOUT, []), (WITH, ["--guardian"])):
-        port = free_port()
-        key_file = scratch / f"{port}.key"
-        command = ["gateway_kit.bench", "proxy", "--serve", "gateway", "--port", str(port)]
-        command += ["--upstream", upstream, "--transport", transport, "--storage", "memory://"]
-        command += ["--key-file", str(key_file), *extra]
-        pid = stack.enter_context(server_process(command, port, cpus=cpus))
-        key = key_file.read_text().strip()  # written during the start-up, done by now
-        servers.append(Server(name, port, pid, (("Authorization", f"Bearer {key}"),)))
-    return servers
-
-
-def interleaved(
-    servers: Sequence[Server],
-    rotations: dict[str, Rotation],
-    *,
-    requests: int,
-    rounds: int,
-    warmup: int,
-) -> dict[str, Series]:
-    """A warm-up, then ``rounds`` rounds at c=1, the order reversed every round; each server's
-    rotation carries on from run to run, so no request is sent twice."""
-    series = {s.name: Series() for s in servers}
-    offsets = dict.fromkeys(series, 0)
-    for number in range(rounds + 1):  # round 0 is the warm-up
-        for server in servers if number % 2 else servers[::-1]:
-            done = series[server.name]
-            before = cpu_seconds(server.pid)
-            result = run_load(
-                server.port,
-                rotations[server.name],
-                concurrency=1,
-                requests=requests if number else warmup,
-                offset=offsets[server.name],
-            )
-            offsets[server.name] += result.requests
-            if number == 0:
-                done.warmup = result
-                continue
-            done.runs.append(result)
-            done.cpu_seconds += cpu_seconds(server.pid) - before
-    return series
 
 
 def probe(servers: Sequence[Server], count: int) -> dict[str, Probes]:
@@ -223,42 +153,6 @@ def probe(servers: Sequence[Server], count: int) -> dict[str, Probes]:
             done.warm.append(warm)
             done.failed += result.errors
     return found
-
-
-def _table(series: dict[str, Series]) -> str:
-    width = max(len(name) for name in series) + 2
-    header = f"{'target':<{width}}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}{'cpu/req ms':>12}"
-    lines = [header + f"{'failed':>8}", "-" * (len(header) + 8)]
-    for name, done in series.items():
-        r = done.pooled
-        lines.append(
-            f"{name:<{width}}{r.p50:>9.3f}{r.p99:>9.3f}{r.rps:>8.0f}{done.cpu_ms:>12.3f}"
-            f"{r.errors:>8}"
-        )
-    return "\n".join(lines)
-
-
-def verdict(series: dict[str, Series], target_ms: float) -> tuple[list[str], bool]:
-    """Guardian's added p50 (pooled, and the rounds' paired differences), p99 and CPU per
-    request, judged against ``target_ms``; a failed request fails the target."""
-    now, before = series[WITH], series[WITHOUT]
-    added = now.pooled.p50 - before.pooled.p50
-    paired = [a.p50 - b.p50 for a, b in zip(now.runs, before.runs, strict=True)]
-    failed = now.pooled.errors + before.pooled.errors
-    passed = added <= target_ms and not failed
-    lines = [
-        f"Guardian adds {added:+.3f} ms p50 (rounds: median {statistics.median(paired):+.3f}, "
-        f"{min(paired):+.3f} to {max(paired):+.3f}), "
-        f"{now.pooled.p99 - before.pooled.p99:+.3f} ms p99, "
-        f"{now.cpu_ms - before.cpu_ms:+.3f} ms of the gateway's CPU per request; "
-        f"target <= {target_ms:.3f} ms p50: {'PASS' if passed else 'FAIL'}"
-    ]
-    lines += [
-        f"{name}: {done.pooled.errors} requests failed{done.failures()}"
-        for name, done in series.items()
-        if done.pooled.errors
-    ]
-    return lines, passed
 
 
 def _first(series: dict[str, Series]) -> str:
@@ -294,27 +188,9 @@ def _memo(found: dict[str, Probes]) -> list[str]:
 
 
 def measure(args: argparse.Namespace) -> int:
-    cores, load = os.cpu_count(), os.getloadavg()[0]
-    pinning = _pinning()
-    pinned = (
-        "not pinned (one CPU)"
-        if pinning is None
-        else f"the client and the upstream pinned to CPU {min(pinning[0])}, the gateways to "
-        f"CPU {min(pinning[1])}"
-    )
-    print(f"machine: {cores} CPUs, load average {load:.2f} at the start; {pinned}", flush=True)
-    upstream_port = free_port()
-    upstream = f"http://127.0.0.1:{upstream_port}"
-    role = ["gateway_kit.bench", "proxy", "--serve", "upstream", "--port", str(upstream_port)]
-    load_cpus, gateway_cpus = pinning or (None, None)
     with ExitStack() as stack:
-        if load_cpus is not None:
-            mine = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, load_cpus)
-            stack.callback(os.sched_setaffinity, 0, mine)
-        stack.enter_context(server_process(role, upstream_port, cpus=load_cpus))
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gk-guardian-")))
-        servers = _start(stack, upstream, scratch, args.transport, gateway_cpus)
+        targets = [(WITHOUT, []), (WITH, ["--guardian"])]
+        servers = start_pair(stack, args.transport, targets)
         where = (
             f"at c=1, memory storage, Auth + Limits on, transport {args.transport}: "
             f"{args.rounds} interleaved rounds of"
@@ -338,8 +214,8 @@ def measure(args: argparse.Namespace) -> int:
             rounds=args.rounds,
             warmup=args.warmup_small,
         )
-        lines, small_passed = verdict(series, SMALL_ADDED_P50_MS)
-        print(_table(series), *lines, sep="\n", end="\n\n", flush=True)
+        lines, small_passed = added(series, WITH, WITHOUT, "Guardian", SMALL_ADDED_P50_MS)
+        print(table(series), *lines, sep="\n", end="\n\n", flush=True)
 
         agents = {s.name: conversation_rotation(s.headers) for s in servers}
         sizes = [len(agents[WITHOUT].body(i)) for i in range(20)]
@@ -357,8 +233,8 @@ def measure(args: argparse.Namespace) -> int:
             rounds=args.rounds,
             warmup=args.warmup_large,
         )
-        lines, large_passed = verdict(series, CONVERSATION_ADDED_P50_MS)
-        print(_table(series), *lines, _first(series), sep="\n", flush=True)
+        lines, large_passed = added(series, WITH, WITHOUT, "Guardian", CONVERSATION_ADDED_P50_MS)
+        print(table(series), *lines, _first(series), sep="\n", flush=True)
         found = probe(servers, args.probes)
         print(
             f"  the memo: {args.probes} sessions of {CONVERSATION_MESSAGES} messages (about "

@@ -172,6 +172,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
             "budget": {"mode": "enforce" if args.budget else "off"},
             # Guardian is measured by `bench guardian` (which passes --guardian).
             "guardian": GUARDIAN_FAR_ABOVE_THE_LOAD if args.guardian else {"mode": "off"},
+            # PII masking is measured by `bench pii` (which passes --pii).
+            "pii": {"mode": "enforce" if getattr(args, "pii", False) else "off"},
             "default_plan": "bench",
         }
     )
@@ -243,6 +245,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-file", default="", help=hidden)
     parser.add_argument("--budget", action="store_true", help=hidden)
     parser.add_argument("--guardian", action="store_true", help=hidden)
+    parser.add_argument("--pii", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""Two gateways of this commit measured against each other, a layer off and on: started
+side by side against the proxy benchmark's mock upstream (memory storage, Auth and Limits on),
+pinned away from the load, loaded at c=1 in interleaved rounds whose order alternates, and the
+layer's added p50, p99 and CPU judged against a target. Used by ``bench guardian`` and
+``bench pii``."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway_kit.bench._conversation import Rotation
+from gateway_kit.bench._load import cpu_seconds, free_port, run_load, server_process
+from gateway_kit.bench.routing import Series
+
+__all__ = ["Server", "added", "interleaved", "pinning", "start_pair", "table"]
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    name: str
+    port: int
+    pid: int
+    headers: tuple[tuple[str, str], ...]
+
+
+def pinning() -> tuple[set[int], set[int]] | None:
+    """Where the load (the client and the upstream) and the gateways run: one CPU each, so
+    that neither the scheduler's moves nor the client's work land in a gateway's figures;
+    ``None`` when there are fewer than two CPUs to pin to."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    return ({usable[0]}, {usable[1]}) if len(usable) >= 2 else None
+
+
+def start_pair(
+    stack: ExitStack, transport: str, targets: Sequence[tuple[str, list[str]]]
+) -> list[Server]:
+    """The mock upstream and the gateways of ``targets`` (a name, and the options of ``proxy
+    --serve gateway`` that turn its layer on), with this process and the upstream pinned to
+    one CPU and the gateways to another; prints the machine's state."""
+    cores, load = os.cpu_count(), os.getloadavg()[0]
+    pins = pinning()
+    pinned = (
+        "not pinned (one CPU)"
+        if pins is None
+        else f"the client and the upstream pinned to CPU {min(pins[0])}, the gateways to "
+        f"CPU {min(pins[1])}"
+    )
+    print(f"machine: {cores} CPUs, load average {load:.2f} at the start; {pinned}", flush=True)
+    load_cpus, gateway_cpus = pins or (None, None)
+    if load_cpus is not None:
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, load_cpus)
+        stack.callback(os.sched_setaffinity, 0, mine)
+    upstream_port = free_port()
+    upstream = f"http://127.0.0.1:{upstream_port}"
+    role = ["gateway_kit.bench", "proxy", "--serve", "upstream", "--port", str(upstream_port)]
+    stack.enter_context(server_process(role, upstream_port, cpus=load_cpus))
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gk-pair-")))
+    servers = []
+    for name, extra in targets:
+        port = free_port()
+        key_file = scratch / f"{port}.key"
+        command = ["gateway_kit.bench", "proxy", "--serve", "gateway", "--port", str(port)]
+        command += ["--upstream", upstream, "--transport", transport, "--storage", "memory://"]
+        command += ["--key-file", str(key_file), *extra]
+        pid = stack.enter_context(server_process(command, port, cpus=gateway_cpus))
+        key = key_file.read_text().strip()  # written during the start-up, done by now
+        servers.append(Server(name, port, pid, (("Authorization", f"Bearer {key}"),)))
+    return servers
+
+
+def interleaved(
+    servers: Sequence[Server],
+    rotations: dict[str, Rotation],
+    *,
+    requests: int,
+    rounds: int,
+    warmup: int,
+) -> dict[str, Series]:
+    """A warm-up, then ``rounds`` rounds at c=1, the order reversed every round; each server's
+    rotation carries on from run to run, so no request is sent twice."""
+    series = {s.name: Series() for s in servers}
+    offsets = dict.fromkeys(series, 0)
+    for number in range(rounds + 1):  # round 0 is the warm-up
+        for server in servers if number % 2 else servers[::-1]:
+            done = series[server.name]
+            before = cpu_seconds(server.pid)
+            result = run_load(
+                server.port,
+                rotations[server.name],
+                concurrency=1,
+                requests=requests if number else warmup,
+                offset=offsets[server.name],
+            )
+            offsets[server.name] += result.requests
+            if number == 0:
+                done.warmup = result
+                continue
+            done.runs.append(result)
+            done.cpu_seconds += cpu_seconds(server.pid) - before
+    return series
+
+
+def table(series: dict[str, Series]) -> str:
+    width = max(len(name) for name in series) + 2
+    header = f"{'target':<{width}}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}{'cpu/req ms':>12}"
+    lines = [header + f"{'failed':>8}", "-" * (len(header) + 8)]
+    for name, done in series.items():
+        r = done.pooled
+        lines.append(
+            f"{name:<{width}}{r.p50:>9.3f}{r.p99:>9.3f}{r.rps:>8.0f}{done.cpu_ms:>12.3f}"
+            f"{r.errors:>8}"
+        )
+    return "\n".join(lines)
+
+
+def added(
+    series: dict[str, Series], on: str, off: str, layer: str, target_ms: float
+) -> tuple[list[str], bool]:
+    """What ``layer`` adds: the p50 (pooled, and the rounds' paired differences), p99 and
+    CPU per request of ``on`` against ``off``, judged against ``target_ms``; a failed request
+    fails the target."""
+    now, before = series[on], series[off]
+    extra = now.pooled.p50 - before.pooled.p50
+    paired = [a.p50 - b.p50 for a, b in zip(now.runs, before.runs, strict=True)]
+    failed = now.pooled.errors + before.pooled.errors
+    passed = extra <= target_ms and not failed
+    lines = [
+        f"{layer} adds {extra:+.3f} ms p50 (rounds: median {statistics.median(paired):+.3f}, "
+        f"{min(paired):+.3f} to {max(paired):+.3f}), "
+        f"{now.pooled.p99 - before.pooled.p99:+.3f} ms p99, "
+        f"{now.cpu_ms - before.cpu_ms:+.3f} ms of the gateway's CPU per request; "
+        f"target <= {target_ms:.3f} ms p50: {'PASS' if passed else 'FAIL'}"
+    ]
+    lines += [
+        f"{name}: {done.pooled.errors} requests failed{done.failures()}"
+        for name, done in series.items()
+        if done.pooled.errors
+    ]
+    return lines, passed
