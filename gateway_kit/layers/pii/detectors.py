@@ -99,8 +99,43 @@ _KEY_PREFIXES = (
 _RUN = re.compile(r"\d[\d ().:/-]*\d")
 _GROUP = re.compile(r"\d+")
 _NUMERIC_KINDS = frozenset({"PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS"})
-#: A date is no phone number, whatever libphonenumber would make of its digits.
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}")
+#: A date, or a number led by a year (``2026-004815``), is no phone number, whatever
+#: libphonenumber would make of its digits.
+_DATE = re.compile(r"(?:19|20)\d\d-|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)")
+#: The word before a dotted quad that makes it a version or a section, not an address
+#: (``Version 3.2.1.7``, ``Section 4.2.1.3``), in the languages of the corpus.
+_NOT_AN_ADDRESS = frozenset(
+    [
+        "v",
+        "ver",
+        "version",
+        "versión",
+        "versão",
+        "versione",
+        "versie",
+        "release",
+        "build",
+        "firmware",
+        "patch",
+        "section",
+        "sección",
+        "secção",
+        "sezione",
+        "sectie",
+        "abschnitt",
+        "kapitel",
+        "chapter",
+        "clause",
+        "article",
+        "art",
+        "artikel",
+        "paragraph",
+        "paragraphe",
+        "§",
+        "oid",
+    ]
+)
+_WORD_BEFORE = re.compile(r"([^\W\d_]+\.?|§)\s*$")
 _JWT = re.compile(
     r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?![\w-])"
 )
@@ -172,7 +207,9 @@ class BuiltinDetector:
         if "JWT" in kinds and "eyJ" in text:
             yield from _spans(_JWT, text, "JWT")
         if "EMAIL" in kinds and "@" in text:
-            yield from _spans(_EMAIL, text, "EMAIL")
+            for match in _EMAIL.finditer(text):
+                if not text.endswith("://", 0, match.start()):  # a URL's user, not an address
+                    yield Span(match.start(), match.end(), "EMAIL")
         if "IP_ADDRESS" in kinds and ":" in text:
             yield from _ipv6(text)
         if kinds & _NUMERIC_KINDS:
@@ -202,7 +239,7 @@ class BuiltinDetector:
         if self._phones is not None and end - start >= 6:
             for match in _PHONE.finditer(text, before, end):
                 candidate = match.group()
-                if not 7 <= sum(c.isdigit() for c in candidate) <= 15 or _DATE.fullmatch(candidate):
+                if not 7 <= sum(c.isdigit() for c in candidate) <= 15 or _DATE.match(candidate):
                     continue
                 if self._phones(candidate):
                     at, stop = match.span()
@@ -275,6 +312,9 @@ def _ipv4(text: str, start: int, end: int) -> Iterator[Span]:
         at = match.start()
         if at and text[at - 1] in "vV":
             continue  # v1.2.3.4: a version
+        word = _WORD_BEFORE.search(text, max(0, at - 24), at)
+        if word is not None and word.group(1).rstrip(".").lower() in _NOT_AN_ADDRESS:
+            continue
         try:
             ipaddress.IPv4Address(match.group())
         except ValueError:
@@ -319,15 +359,23 @@ class _PhoneCheck(Protocol):
     def __call__(self, candidate: str) -> bool: ...
 
 
+#: On an overlap, secrets win over everything (a key inside a URL's user part is a key), then
+#: the longer span.
+_PRIORITY = {"API_KEY": 1, "JWT": 1}
+
+
 def resolve(spans: Iterable[Span]) -> list[Span]:
-    """Non-overlapping spans in text order: where two overlap, the longer (then the earlier)
-    wins."""
+    """Non-overlapping spans in text order: where two overlap, a secret's (``API_KEY``,
+    ``JWT``) wins, then the longer, then the earlier."""
     chosen: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -(s.end - s.start))):
         if chosen and span.start < chosen[-1].end:
-            last = chosen[-1]
-            if span.end - span.start > last.end - last.start:
+            if _rank(span) > _rank(chosen[-1]):
                 chosen[-1] = span
             continue
         chosen.append(span)
     return chosen
+
+
+def _rank(span: Span) -> tuple[int, int]:
+    return _PRIORITY.get(span.kind, 0), span.end - span.start
