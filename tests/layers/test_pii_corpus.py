@@ -6,6 +6,7 @@ its own text, as JSON and streamed, whatever the stream's byte boundaries."""
 from __future__ import annotations
 
 import json
+
 import httpx
 import pytest
 
