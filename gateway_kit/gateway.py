@@ -18,6 +18,7 @@ import httpx
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.accounts.guardian import GuardianSettingsStore
 from gateway_kit.accounts.keys import Keys
+from gateway_kit.accounts.pii import PIISettingsStore
 from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.accounts.spend import Ledger
 from gateway_kit.accounts.wallet import Wallet
@@ -123,6 +124,7 @@ class Gateway:
         self._ledger: Ledger | None = None
         self._wallet: Wallet | None = None
         self._guardian_settings: GuardianSettingsStore | None = None
+        self._pii_settings: PIISettingsStore | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._webhook_worker: DeliveryWorker | None = None
@@ -157,6 +159,7 @@ class Gateway:
             self._ledger = Ledger(storage, changes=changes)
             self._wallet = Wallet(storage, self.events, changes=changes)
             self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
+            self._pii_settings = PIISettingsStore(storage, changes=changes)
             if cache_ttl > 0:
                 # Polls the change feed: cached keys, plans, caps and billing stay current.
                 feed_tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -195,6 +198,7 @@ class Gateway:
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = self._guardian_settings = None
+        self._pii_settings = None
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
@@ -294,6 +298,11 @@ class Gateway:
     def guardian_settings(self) -> GuardianSettingsStore:
         """Workspaces' Guardian settings: their keys' thresholds and allow-lists."""
         return _running(self._guardian_settings)
+
+    @property
+    def pii_settings(self) -> PIISettingsStore:
+        """Workspaces' PII masking settings: their own patterns and allow-lists."""
+        return _running(self._pii_settings)
 
     @property
     def wallet(self) -> Wallet:

@@ -47,7 +47,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 import anyio
 
@@ -63,7 +63,7 @@ logger = logging.getLogger("gateway_kit.accounts.changes")
 FEED_KEY = "gk:changes"
 
 #: What a change names: a key's SHA-256 digest, or a workspace id for the others.
-Topic = Literal["key", "plan", "budget", "billing", "guardian"]
+Topic = Literal["key", "plan", "budget", "billing", "guardian", "pii"]
 Change = tuple[Topic, str]
 
 V = TypeVar("V")
@@ -352,7 +352,9 @@ class ChangeFeed:
             self._polled = anyio.Event()
 
 
-_TOPICS: dict[str, Topic] = {"key": "key", "plan": "plan", "budget": "budget", "billing": "billing"}
+#: Every topic a cache listens to (a topic missing here would be published and never heard:
+#: other instances would keep their copies until they age out).
+_TOPICS: dict[str, Topic] = {topic: topic for topic in get_args(Topic)}
 
 
 def _parse(entries: list[str]) -> list[Change]:

@@ -9,7 +9,9 @@
 - ``budget:read`` / ``budget:write``: read the budget and wallet / set the workspace's cap and
   the keys' caps;
 - ``guardian:read`` / ``guardian:write``: read Guardian's rules in force and recent blocks /
-  set the keys' own thresholds and allow-lists.
+  set the keys' own thresholds and allow-lists;
+- ``pii:read`` / ``pii:write``: read PII masking's settings / set the workspace's own patterns
+  and allow-list.
 
 ``<x>:write`` includes ``<x>:read``. The roles: ``admin`` (every scope: the workspace's owner)
 and ``inference`` (model calls only: what an application runs with). A key never hands out
@@ -46,6 +48,8 @@ class KeyScope(StrEnum):
     BUDGET_WRITE = "budget:write"
     GUARDIAN_READ = "guardian:read"
     GUARDIAN_WRITE = "guardian:write"
+    PII_READ = "pii:read"
+    PII_WRITE = "pii:write"
 
 
 Role = Literal["admin", "inference"]
@@ -60,6 +64,7 @@ _IMPLIED = {
     KeyScope.WEBHOOKS_WRITE: KeyScope.WEBHOOKS_READ,
     KeyScope.BUDGET_WRITE: KeyScope.BUDGET_READ,
     KeyScope.GUARDIAN_WRITE: KeyScope.GUARDIAN_READ,
+    KeyScope.PII_WRITE: KeyScope.PII_READ,
 }
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from gateway_kit import Gateway, GatewayConfig, MemoryStorage
 from gateway_kit.accounts.changes import FEED_KEY
+from gateway_kit.accounts.guardian import GuardianSettings
+from gateway_kit.accounts.pii import PIISettings
 from gateway_kit.accounts.spend import BudgetSettings
 from gateway_kit.cli import main
 from gateway_kit.testing import FakeClock
@@ -111,6 +113,24 @@ async def test_a_budget_cap_change_reaches_the_other_instance(
         assert (await b.ledger.settings(workspace.id)).cap_micro_usd is None
         await b.ledger.changes.poll()
         assert (await b.ledger.settings(workspace.id)).cap_micro_usd == 5_000_000
+
+
+async def test_guardian_and_pii_settings_reach_the_other_instance(
+    storages: tuple[Any, Any], clock: FakeClock
+) -> None:
+    """(Guardian's were published under a topic no cache listened to, and reached other
+    instances only when their copies aged out, ten minutes later.)"""
+    async with two_gateways(storages, clock) as (a, b, _):
+        workspace = await a.workspaces.create("team@example.com")
+        assert (await b.guardian_settings.get(workspace.id)).allow == {}
+        assert (await b.pii_settings.get(workspace.id)).patterns == {}
+
+        await a.guardian_settings.save(workspace.id, GuardianSettings(allow={"kid_1": ("*",)}))
+        await a.pii_settings.save(workspace.id, PIISettings({"ACME_ID": r"ACME-\d+"}))
+        assert not (await b.guardian_settings.get(workspace.id)).allow
+        await b.ledger.changes.poll()
+        assert (await b.guardian_settings.get(workspace.id)).allow == {"kid_1": ("*",)}
+        assert (await b.pii_settings.get(workspace.id)).patterns == {"ACME_ID": r"ACME-\d+"}
 
 
 async def test_billing_switched_on_and_off_reaches_the_other_instance(
