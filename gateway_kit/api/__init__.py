@@ -10,6 +10,7 @@ from gateway_kit.api.budget import budget_routes
 from gateway_kit.api.guardian import guardian_routes
 from gateway_kit.api.keys import key_routes
 from gateway_kit.api.me import me_endpoint
+from gateway_kit.api.pii import pii_routes
 from gateway_kit.api.webhooks import webhook_routes
 from gateway_kit.gateway import Gateway
 
@@ -23,4 +24,5 @@ def management_routes(gateway: Gateway) -> list[Route]:
         *webhook_routes(gateway),
         *budget_routes(gateway),
         *guardian_routes(gateway),
+        *pii_routes(gateway),
     ]

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from re import _constants, _parser  # type: ignore[attr-defined]
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from gateway_kit.config.base import Mode, OnError, _Config
 
-__all__ = ["PII_KINDS", "PIIConfig"]
+__all__ = ["MAX_PATTERN_LENGTH", "PII_KINDS", "PIIConfig", "check_pattern"]
 
 #: The built-in detectors' kinds (``layers.pii.detectors``).
 PII_KINDS = ("EMAIL", "PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS", "API_KEY", "JWT")
 
 _NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+#: The longest pattern a configuration or a workspace may give.
+MAX_PATTERN_LENGTH = 200
 
 
 class PIIConfig(_Config):
@@ -51,14 +54,55 @@ class PIIConfig(_Config):
     @classmethod
     def _valid_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
         for name, pattern in patterns.items():
-            if not _NAME.fullmatch(name) or name in PII_KINDS:
-                raise ValueError(
-                    f"pattern name {name!r}: upper-case letters, digits and _, not a built-in kind"
-                )
-            try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern {name}: not a regular expression ({exc})") from None
-            if compiled.fullmatch(""):
-                raise ValueError(f"pattern {name}: matches the empty string")
+            check_pattern(name, pattern)
         return patterns
+
+
+def check_pattern(name: str, pattern: str) -> None:
+    """A named pattern masking may run on every request: a name in upper case (not a built-in
+    kind), a valid regular expression of at most ``MAX_PATTERN_LENGTH`` characters that matches
+    something, and no repetition inside a repetition (``(a+)+``: the shape whose backtracking
+    can take exponential time on a crafted prompt). ``ValueError`` says what is wrong."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in PII_KINDS:
+        raise ValueError(
+            f"pattern name {name!r}: upper-case letters, digits and _, not a built-in kind"
+        )
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(f"pattern {name}: a string of at most {MAX_PATTERN_LENGTH} characters")
+    try:
+        compiled = re.compile(pattern)
+        parsed = _parser.parse(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {name}: not a regular expression ({exc})") from None
+    if compiled.fullmatch(""):
+        raise ValueError(f"pattern {name}: matches the empty string")
+    if _nested_repeat(list(parsed), inside=False):
+        raise ValueError(
+            f"pattern {name}: a repetition inside a repetition (such as (a+)+) can take "
+            "exponential time; write it without"
+        )
+
+
+_REPEATS = {_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT}
+
+
+def _nested_repeat(items: list[Any], *, inside: bool) -> bool:
+    """Whether a repetition (of more than once) sits inside another, in parsed ``items``."""
+    for op, argument in items:
+        repeats = False
+        if op in _REPEATS:
+            repeats = argument[1] > 1
+            if inside and repeats:
+                return True
+            children = [argument[2]]
+        elif op is _constants.SUBPATTERN:
+            children = [argument[-1]]
+        elif op is _constants.BRANCH:
+            children = list(argument[1])
+        elif op in (_constants.ASSERT, _constants.ASSERT_NOT):
+            children = [argument[1]]
+        else:
+            continue
+        if any(_nested_repeat(list(child), inside=inside or repeats) for child in children):
+            return True
+    return False

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gateway_kit import GatewayConfig
+from gateway_kit.accounts.pii import PIISettings
 from gateway_kit.layers.pii import PIIPolicy
 from gateway_kit.layers.pii.detectors import Span
 from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
@@ -190,6 +191,48 @@ def _pii_layers(env: Any) -> list[Any]:
             stack.extend(value if isinstance(value, list) else [value])
     assert found
     return found
+
+
+async def test_a_workspace_adds_its_own_patterns_and_allow_list() -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        path = f"/api/v1/workspaces/{env.workspace_id}/pii"
+        change = {"patterns": {"ACME_ID": r"ACME-\d+"}, "allow": ["help@northwind.example"]}
+        response = await env.recorder.request("PATCH", path, json=change, headers=env.auth())
+        assert response.status == 200
+        assert response.json()["patterns"] == {"ACME_ID": r"ACME-\d+"}
+        await ask(env, user("Ticket ACME-4471: mail help@northwind.example or a@x.example"))
+        assert env.upstream.sent_json()["messages"][0]["content"] == (
+            "Ticket <ACME_ID_1>: mail help@northwind.example or <EMAIL_1>"
+        )
+        # Removed again: the ticket number goes to the model as it is.
+        change = {"patterns": {"ACME_ID": None}}
+        await env.recorder.request("PATCH", path, json=change, headers=env.auth())
+        await ask(env, user("Ticket ACME-4471"))
+        assert env.upstream.sent_json()["messages"][0]["content"] == "Ticket ACME-4471"
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"patterns": {"ACME_ID": "(a+)+"}}, "patterns.ACME_ID"),
+        ({"patterns": {"ACME_ID": "ACME-(\\d+"}}, "patterns.ACME_ID"),
+        ({"patterns": {"acme": "x"}}, "patterns.acme"),
+        ({"patterns": {"EMAIL": "x"}}, "patterns.EMAIL"),
+        ({"patterns": ["ACME"]}, "patterns"),
+        ({"allow": "S3"}, "allow"),
+        ({"allow": [""]}, "allow"),
+        ({"deny": ["S3"]}, "deny"),
+    ],
+)
+async def test_bad_workspace_settings_are_refused_and_change_nothing(
+    change: dict[str, Any], param: str
+) -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        path = f"/api/v1/workspaces/{env.workspace_id}/pii"
+        response = await env.recorder.request("PATCH", path, json=change, headers=env.auth())
+        assert response.status == 400
+        assert response.json()["error"]["param"] == param
+        assert await env.gateway.pii_settings.get(env.workspace_id) == PIISettings()
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@
 - ``PATCH  /workspaces/{id}/budget``     ``{"cap_usd", "key_caps"}``, any key's cap included
 - ``GET    /workspaces/{id}/guardian``   as the workspace's own ``GET .../guardian``
 - ``PATCH  /workspaces/{id}/guardian``   any key's Guardian thresholds and allow-list
+- ``GET    /workspaces/{id}/pii``        as the workspace's own ``GET .../pii``
+- ``PATCH  /workspaces/{id}/pii``        the workspace's PII patterns and allow-list
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
   (e.g. a new admin key for an owner who lost theirs), shown once
 
@@ -41,6 +43,7 @@ from gateway_kit.api._common import (
 from gateway_kit.api.budget import change_budget
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
+from gateway_kit.api.pii import change_pii, pii_status
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
 
@@ -185,6 +188,21 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return exc.response()
         return json_response(await guardian_status(gateway, workspace.id))
 
+    async def read_pii(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await pii_status(gateway, workspace.id))
+
+    async def update_pii(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            await change_pii(gateway, workspace.id, await json_body(request))
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await pii_status(gateway, workspace.id))
+
     async def create_key(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -208,6 +226,8 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/budget", update_budget, methods=["PATCH"]),
         Route(one + "/guardian", read_guardian, methods=["GET"]),
         Route(one + "/guardian", update_guardian, methods=["PATCH"]),
+        Route(one + "/pii", read_pii, methods=["GET"]),
+        Route(one + "/pii", update_pii, methods=["PATCH"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 

@@ -18,9 +18,9 @@ request through unmasked (``open``).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit.accounts.pii import PIISettings
 from gateway_kit.chat.request import RequestKind, load_request
 from gateway_kit.config import Mode, OnError
 from gateway_kit.gateway import Gateway
@@ -35,6 +35,9 @@ from gateway_kit.pipeline.verdicts import Refusal
 __all__ = ["PIIMiddleware"]
 
 logger = logging.getLogger("gateway_kit.pii")
+
+#: Workspaces whose own policy is kept.
+_WORKSPACES_KEPT = 10_000
 
 
 class PIIMiddleware(GatewayLayer):
@@ -58,6 +61,8 @@ class PIIMiddleware(GatewayLayer):
         self._policy = policy
         if policy is None and self.mode is not Mode.OFF:
             self._policy = PIIPolicy(config)
+        #: Workspaces with settings of their own: the settings seen, and their policy.
+        self._workspaces: dict[str, tuple[PIISettings, PIIPolicy]] = {}
 
     @property
     def policy(self) -> PIIPolicy:
@@ -80,9 +85,12 @@ class PIIMiddleware(GatewayLayer):
         payload, receive = loaded
         vault = Vault()
         try:
-            masked = self._mask(payload, vault, kind)
-        except Exception as exc:  # a detector failed: whatever it raised
-            logger.error("a PII detector failed (on_error=%s): %r", self.on_error.value, exc)
+            policy = await self._policy_for(ctx)
+            masked = (
+                policy.mask(payload, vault) if kind == "chat" else policy.mask_input(payload, vault)
+            )
+        except Exception as exc:  # a detector failed (whatever it raised), or the storage
+            logger.error("PII masking failed (on_error=%s): %r", self.on_error.value, exc)
             if self.on_error is OnError.OPEN:
                 ctx.verdicts[self.concern] = PIIVerdict(action="unchecked")
                 ctx.headers.append((b"x-gateway-pii", b"unchecked"))
@@ -97,7 +105,7 @@ class PIIMiddleware(GatewayLayer):
             await self.refuse(ctx, send, refusal)
             return None
         rewrite = self.mode is Mode.ENFORCE and self.config.scope == "full"
-        verdict = self.policy.verdict(vault, rewrote=rewrite)
+        verdict = policy.verdict(vault, rewrote=rewrite)
         ctx.verdicts[self.concern] = verdict
         if verdict.counts:
             ctx.headers.append((b"x-gateway-pii", verdict.header()))
@@ -111,8 +119,25 @@ class PIIMiddleware(GatewayLayer):
             ctx.extras["pii.masked"] = masked
         return receive
 
-    def _mask(self, payload: dict[str, Any], vault: Vault, kind: RequestKind) -> dict[str, Any]:
-        policy = self.policy
-        if kind == "chat":
-            return policy.mask(payload, vault)
-        return policy.mask_input(payload, vault)
+    async def _policy_for(self, ctx: RequestContext) -> PIIPolicy:
+        """The configuration's policy, with the workspace's own patterns and allow-list when
+        it has some (a policy per workspace and version of its settings, kept)."""
+        principal = ctx.principal
+        assert principal is not None
+        settings = await self.gateway.pii_settings.get(principal.workspace_id)
+        if not settings:
+            return self.policy
+        known = self._workspaces.get(principal.workspace_id)
+        if known is not None and known[0] is settings:
+            return known[1]
+        config = self.config.model_copy(
+            update={
+                "patterns": {**self.config.patterns, **settings.patterns},
+                "allow": [*self.config.allow, *settings.allow],
+            }
+        )
+        policy = PIIPolicy(config)
+        if len(self._workspaces) >= _WORKSPACES_KEPT:
+            self._workspaces.clear()
+        self._workspaces[principal.workspace_id] = (settings, policy)
+        return policy
