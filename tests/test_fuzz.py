@@ -107,6 +107,7 @@ _WEBHOOK = {
     "events": ["budget.alert", "key.rotated"],
 }
 _BUDGET = {"cap_usd": 50, "key_caps": {KEY_ID: 5.5}}
+_PII = {"patterns": {"ACME_ID": "ACME-\\d+"}, "allow": ["help@acme.example"]}
 _GUARDIAN = {
     "key_rules": {KEY_ID: {"repeat": {"block_at": 30, "window_s": 120.5}}},
     "allow": {KEY_ID: ["tool_loop", "context_size"]},
@@ -151,6 +152,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("POST", _WS + "/webhooks/{webhook_id}/replay"): {"since": "2026-11-01T00:00:00Z"},
     ("PATCH", _WS + "/budget"): _BUDGET,
     ("PATCH", _WS + "/guardian"): _GUARDIAN,
+    ("PATCH", _WS + "/pii"): _PII,
     ("POST", ADMIN_PREFIX + "/workspaces"): {
         "email": "fuzz@example.com",
         "plan": "fuzz",
@@ -159,6 +161,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("PATCH", _ADMIN_WS): {"plan": "fuzz", "email": "team@example.com", "status": "active"},
     ("PATCH", _ADMIN_WS + "/budget"): _BUDGET,
     ("PATCH", _ADMIN_WS + "/guardian"): _GUARDIAN,
+    ("PATCH", _ADMIN_WS + "/pii"): _PII,
     ("POST", _ADMIN_WS + "/keys"): {"name": "fuzz", "role": "inference"},
     ("PATCH", _ADMIN_WS + "/wallet"): {"billing": False},
     ("POST", _ADMIN_WS + "/wallet/topups"): {
