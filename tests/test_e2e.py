@@ -56,6 +56,24 @@ def test_openai_sdk_non_streaming(client: openai.OpenAI) -> None:
     assert completion.usage.total_tokens > 0
 
 
+def test_pii_masking_through_the_openai_sdk_without_auth() -> None:
+    """The mock quotes the prompt it read: it reads placeholders, the client its values."""
+    prompt = "Mail anna@example.se or call +44 20 7946 0958"
+    with run_server(create_app(offline_config(pii={"mode": "enforce"}))) as base_url:
+        client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="mock-large", messages=[{"role": "user", "content": prompt}]
+        )
+        assert raw.headers["x-gateway-pii"] == "masked EMAIL=1 PHONE=1"
+        reply = raw.parse().choices[0].message.content
+        assert reply == f"This is a mock reply from gateway-kit to: {prompt}"
+        stream = client.chat.completions.create(
+            model="mock-mini", messages=[{"role": "user", "content": prompt}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        assert text == f"This is a mock reply from gateway-kit to: {prompt}"
+
+
 def test_openai_sdk_streaming(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
         model="mock-mini",

@@ -64,6 +64,11 @@ class PIIMiddleware(GatewayLayer):
         #: Workspaces with settings of their own: the settings seen, and their policy.
         self._workspaces: dict[str, tuple[PIISettings, PIIPolicy]] = {}
 
+    def passes(self, scope: Scope) -> bool:
+        # Unlike the layers that count per key, masking needs no principal: a gateway run
+        # without Auth (or an app that mounts this layer alone) masks all the same.
+        return self.mode is Mode.OFF
+
     @property
     def policy(self) -> PIIPolicy:
         if self._policy is None:
@@ -123,7 +128,8 @@ class PIIMiddleware(GatewayLayer):
         """The configuration's policy, with the workspace's own patterns and allow-list when
         it has some (a policy per workspace and version of its settings, kept)."""
         principal = ctx.principal
-        assert principal is not None
+        if principal is None:
+            return self.policy
         settings = await self.gateway.pii_settings.get(principal.workspace_id)
         if not settings:
             return self.policy
