@@ -6,7 +6,7 @@ import re
 from re import _constants, _parser  # type: ignore[attr-defined]
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from gateway_kit.config.base import Mode, OnError, _Config
 
@@ -41,6 +41,14 @@ class PIIConfig(_Config):
     patterns: dict[str, str] = Field(default_factory=dict)
     #: Values never masked (a company's own support address, say).
     allow: list[str] = Field(default_factory=list)
+    #: How placeholders are numbered: ``keyed``, from a keyed hash of the value (the same
+    #: value has the same placeholder in every request, whatever came before it: across a
+    #: conversation's turns, cut or not), or ``ordered``, 1, 2, 3 by kind in the order values
+    #: appear in the request (short; the same across turns while the history is re-sent).
+    placeholders: Literal["keyed", "ordered"] = "keyed"
+    #: The key of ``keyed`` placeholders. Unset: one is drawn at random once and kept in the
+    #: storage, shared by every gateway on it.
+    secret: SecretStr | None = None
 
     @field_validator("kinds")
     @classmethod

@@ -12,6 +12,7 @@ from gateway_kit import GatewayConfig
 from gateway_kit.accounts.pii import PIISettings
 from gateway_kit.layers.pii import PIIPolicy
 from gateway_kit.layers.pii.detectors import Span
+from gateway_kit.layers.pii.masking import PLACEHOLDER
 from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +41,7 @@ def user(text: str) -> dict[str, Any]:
 
 
 async def test_the_upstream_gets_placeholders_and_the_client_its_values_back() -> None:
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         env.upstream.json_body = answer("I will write to <EMAIL_1> and call <PHONE_1>.")
         response = await ask(env, {"role": "system", "content": "Be brief."}, user(PROMPT))
         assert response.status == 200
@@ -58,7 +59,7 @@ async def test_the_upstream_gets_placeholders_and_the_client_its_values_back() -
 
 async def test_a_stream_gets_its_values_back_whatever_the_chunks() -> None:
     text = "Sure <EMAIL_1>, your card <CARD_1> is noted."
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         for cut in (1, 6, 9, 12, 14, 25):
             env.upstream.stream = ScriptedStream(
                 [chunk(text[:cut]), chunk(text[cut:]), chunk(finish="stop"), DONE]
@@ -82,7 +83,7 @@ async def test_network_chunks_cut_anywhere_even_inside_a_character_change_nothin
     text = "Envoyé à <EMAIL_1> ✓ — 📞 <PHONE_1>."
     events = b"".join([chunk(text[:12]), chunk(text[12:]), chunk(finish="stop"), DONE])
     expected = "Envoyé à anna.lindqvist@example.se ✓ — 📞 +44 20 7946 0958."
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         for cut in range(1, len(events)):
             env.upstream.stream = ScriptedStream([events[:cut], events[cut:]])
             response = await ask(env, user(PROMPT), stream=True)
@@ -98,7 +99,7 @@ async def test_network_chunks_cut_anywhere_even_inside_a_character_change_nothin
 
 
 async def test_a_stream_without_finish_reason_gives_out_what_it_held_before_done() -> None:
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         env.upstream.stream = ScriptedStream([chunk("Mail <EMA"), chunk("IL_1"), DONE])
         response = await ask(env, user(PROMPT), stream=True)
         texts = [json.loads(e)["choices"][0]["delta"]["content"] for e in response.events()[:-1]]
@@ -111,7 +112,7 @@ async def test_tool_call_arguments_are_masked_as_json_and_restored() -> None:
         "type": "function",
         "function": {"name": "send", "arguments": json.dumps({"to": "anna.lindqvist@example.se"})},
     }
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         reply = {**call, "function": {"name": "send", "arguments": '{"to": "<EMAIL_1>"}'}}
         env.upstream.json_body = answer("", tool_calls=[reply])
         history = [
@@ -131,6 +132,28 @@ async def test_tool_call_arguments_are_masked_as_json_and_restored() -> None:
         assert json.loads(restored["arguments"]) == {"to": "anna.lindqvist@example.se"}
 
 
+async def test_keyed_placeholders_are_the_same_in_every_request_whatever_came_before() -> None:
+    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+        await ask(env, user("Mail anna.lindqvist@example.se"))
+        first = env.upstream.sent_json()["messages"][0]["content"]
+        # Another conversation, another value first: Anna's placeholder is the same.
+        await ask(env, user("From bo@example.se to anna.lindqvist@example.se"))
+        second = env.upstream.sent_json()["messages"][0]["content"]
+        anna = first.removeprefix("Mail ")
+        assert PLACEHOLDER.fullmatch(anna)
+        assert second.endswith(f" to {anna}")
+        assert second.split()[1] != anna
+        # The answer gets its values back as with any placeholder.
+        env.upstream.json_body = answer(f"Wrote to {anna}.")
+        response = await ask(env, user("Mail anna.lindqvist@example.se"))
+        reply = response.json()["choices"][0]["message"]["content"]
+        assert reply == "Wrote to anna.lindqvist@example.se."
+    # The number is an HMAC under the deployment's secret: another secret, another number.
+    async with provisioned("scale", pii={"mode": "enforce", "secret": "s" * 32}) as env:
+        await ask(env, user("Mail anna.lindqvist@example.se"))
+        assert env.upstream.sent_json()["messages"][0]["content"] != first
+
+
 async def test_monitor_counts_and_sends_the_request_as_it_is() -> None:
     async with provisioned("scale", pii={"mode": "monitor"}) as env:
         response = await ask(env, user(PROMPT))
@@ -140,7 +163,9 @@ async def test_monitor_counts_and_sends_the_request_as_it_is() -> None:
 
 
 async def test_system_prompts_can_be_left_unmasked() -> None:
-    async with provisioned("scale", pii={"mode": "enforce", "mask_system": False}) as env:
+    async with provisioned(
+        "scale", pii={"mode": "enforce", "placeholders": "ordered", "mask_system": False}
+    ) as env:
         system = {"role": "system", "content": "Escalate to help@northwind.example."}
         await ask(env, system, user("Mail me at anna.lindqvist@example.se"))
         sent = env.upstream.sent_json()["messages"]
@@ -154,7 +179,7 @@ class Broken:
 
 
 async def test_a_failing_detector_answers_503_when_closed_and_sends_nothing() -> None:
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         for layer in _pii_layers(env):
             layer._policy = PIIPolicy(env.gateway.config.pii, detectors=[Broken()])
         response = await ask(env, user(PROMPT))
@@ -165,7 +190,9 @@ async def test_a_failing_detector_answers_503_when_closed_and_sends_nothing() ->
 
 
 async def test_a_failing_detector_lets_the_request_through_unmasked_when_open() -> None:
-    async with provisioned("scale", pii={"mode": "enforce", "on_error": "open"}) as env:
+    async with provisioned(
+        "scale", pii={"mode": "enforce", "placeholders": "ordered", "on_error": "open"}
+    ) as env:
         for layer in _pii_layers(env):
             layer._policy = PIIPolicy(env.gateway.config.pii, detectors=[Broken()])
         response = await ask(env, user(PROMPT))
@@ -194,7 +221,7 @@ def _pii_layers(env: Any) -> list[Any]:
 
 
 async def test_a_workspace_adds_its_own_patterns_and_allow_list() -> None:
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         path = f"/api/v1/workspaces/{env.workspace_id}/pii"
         change = {"patterns": {"ACME_ID": r"ACME-\d+"}, "allow": ["help@northwind.example"]}
         response = await env.recorder.request("PATCH", path, json=change, headers=env.auth())
@@ -227,7 +254,7 @@ async def test_a_workspace_adds_its_own_patterns_and_allow_list() -> None:
 async def test_bad_workspace_settings_are_refused_and_change_nothing(
     change: dict[str, Any], param: str
 ) -> None:
-    async with provisioned("scale", pii={"mode": "enforce"}) as env:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         path = f"/api/v1/workspaces/{env.workspace_id}/pii"
         response = await env.recorder.request("PATCH", path, json=change, headers=env.auth())
         assert response.status == 400

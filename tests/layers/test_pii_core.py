@@ -147,6 +147,27 @@ def test_a_placeholder_the_client_wrote_is_never_issued() -> None:
     )
 
 
+def test_keyed_numbers_give_way_to_a_number_taken_in_the_request() -> None:
+    vault = Vault(lambda kind, value: 7)  # every value wants number 7
+    vault.reserve("a template's <EMAIL_8>")
+    assert mask_text("a@x.example, b@x.example, a@x.example", DETECTORS, vault) == (
+        "<EMAIL_7>, <EMAIL_9>, <EMAIL_7>"
+    )
+
+
+def test_keyed_numbers_depend_on_the_secret_and_the_value_only() -> None:
+    from gateway_kit.layers.pii.masking import keyed_numbering
+
+    one, other = keyed_numbering(b"k" * 32), keyed_numbering(b"j" * 32)
+    assert one("EMAIL", "a@x.example") == one("EMAIL", "a@x.example")
+    assert 1 <= one("EMAIL", "a@x.example") <= 9999
+    numbers = {one("EMAIL", f"user{i}@x.example") for i in range(50)}
+    assert len(numbers) >= 49  # spread: a collision in 50 is possible, two are not likely
+    assert [one("EMAIL", f"u{i}@x") for i in range(20)] != [
+        other("EMAIL", f"u{i}@x") for i in range(20)
+    ]
+
+
 # -- restore -----------------------------------------------------------------------------------
 
 VALUES = {"<EMAIL_1>": "anna@example.se", "<EMAIL_12>": "bo@example.se", "<PHONE_1>": "+1 415"}

@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import secrets
 from datetime import UTC, datetime
 
+from gateway_kit.accounts.secrets import DeploymentSecret
 from gateway_kit.events.models import Event, GuardianBlockData, format_timestamp
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.guardian.policy import Outcome
@@ -43,22 +43,15 @@ class GuardianRecorder:
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        configured = gateway.config.guardian.hash_secret
-        self._secret: bytes | None = (
-            None if configured is None else configured.get_secret_value().encode()
+        self._secret = DeploymentSecret(
+            lambda: gateway.storage, _SECRET_KEY, gateway.config.guardian.hash_secret
         )
         self._keyed: hmac.HMAC | None = None
         self._keyed_with = b""
 
     async def secret(self) -> bytes:
         """The HMAC key (read from the storage once, made there the first time)."""
-        if self._secret is None:
-            storage = self._gateway.storage
-            await storage.set(_SECRET_KEY, secrets.token_hex(32).encode(), if_absent=True)
-            stored = await storage.get(_SECRET_KEY)
-            assert stored is not None
-            self._secret = stored
-        return self._secret
+        return await self._secret.get()
 
     def request_hash(self, secret: bytes, canonical: bytes) -> str:
         keyed = self._keyed

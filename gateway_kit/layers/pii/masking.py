@@ -1,35 +1,59 @@
 """Masking: each value found replaced by a typed, numbered placeholder (``<EMAIL_1>``).
 
 A ``Vault`` belongs to one request (it lives on the request's context, nowhere else): it
-issues the placeholders, the same one for the same value of a kind, numbered by kind in the
-order the values first appear. A client re-sends its conversation's history on every turn, so
-the history's values come first again and get the same placeholders again; a new value
-in the newest message gets the next number. Placeholder-like text the client wrote itself
-(``<EMAIL_1>`` typed in a prompt) is never issued, so restoring cannot rewrite it.
+issues the placeholders, the same one for the same value of a kind. Numbers are ``keyed``
+(``keyed_numbering``: an HMAC of the value under the deployment's secret, 1 to 9999, so a
+value has the same placeholder in every request of every conversation, whatever came before
+it, and the number says nothing of the value) or ``ordered`` (1, 2, 3 by kind in the order
+values first appear: the same across turns as long as the history is re-sent whole).
+Placeholder-like text the client wrote itself (``<EMAIL_1>`` typed in a prompt) is never
+issued, so restoring cannot rewrite it.
 
 ``mask_text`` masks one string; the layer calls it on every part of the request it covers.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gateway_kit.layers.pii.detectors import Detector, Span, resolve
 
-__all__ = ["PLACEHOLDER", "Vault", "apply_spans", "find_spans", "mask_text"]
+__all__ = [
+    "KEYED_NUMBERS",
+    "PLACEHOLDER",
+    "Numbering",
+    "Vault",
+    "apply_spans",
+    "find_spans",
+    "keyed_numbering",
+    "mask_text",
+]
 
 #: A placeholder as issued: ``<KIND_N>``.
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9_]*)_([1-9][0-9]*)>")
 
 
+#: A value's placeholder number, from its kind and the value (``keyed`` placeholders).
+Numbering = Callable[[str, str], int]
+
+#: Keyed placeholder numbers are 1 to this.
+KEYED_NUMBERS = 9999
+
+
 class Vault:
-    """One request's placeholders and the values they stand for."""
+    """One request's placeholders and the values they stand for. ``numbering`` gives a value's
+    number (keyed placeholders: the same in every request); without it values are numbered
+    1, 2, 3 by kind in the order they appear. Either way a number already taken in this
+    request (or written by the client) gives way to the next free one."""
 
-    __slots__ = ("_by_value", "_next", "_reserved", "counts", "values")
+    __slots__ = ("_by_value", "_next", "_numbering", "_reserved", "counts", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, numbering: Numbering | None = None) -> None:
+        self._numbering = numbering
         #: Placeholder -> the value it stands for.
         self.values: dict[str, str] = {}
         self._by_value: dict[tuple[str, str], str] = {}
@@ -49,11 +73,18 @@ class Vault:
         known = self._by_value.get((kind, value))
         if known is not None:
             return known
-        while True:
-            self._next[kind] += 1
-            issued = f"<{kind}_{self._next[kind]}>"
-            if issued not in self._reserved:
-                break
+        if self._numbering is None:
+            while True:
+                self._next[kind] += 1
+                issued = f"<{kind}_{self._next[kind]}>"
+                if issued not in self._reserved:
+                    break
+        else:
+            number = self._numbering(kind, value)
+            issued = f"<{kind}_{number}>"
+            while issued in self.values or issued in self._reserved:
+                number = number % KEYED_NUMBERS + 1
+                issued = f"<{kind}_{number}>"
         self._by_value[(kind, value)] = issued
         self.values[issued] = value
         return issued
@@ -95,3 +126,16 @@ def apply_spans(
         return text
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def keyed_numbering(secret: bytes) -> Numbering:
+    """Numbers from an HMAC-SHA256 of the kind and the value under ``secret``: the same value
+    has the same number in every request, and the numbers say nothing of the values."""
+    keyed = hmac.new(secret, digestmod=hashlib.sha256)  # its key's pads hashed once
+
+    def number(kind: str, value: str) -> int:
+        mac = keyed.copy()
+        mac.update(f"{kind}\x1f{value}".encode())
+        return int.from_bytes(mac.digest()[:4], "big") % KEYED_NUMBERS + 1
+
+    return number

@@ -21,11 +21,12 @@ import logging
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.pii import PIISettings
+from gateway_kit.accounts.secrets import DeploymentSecret
 from gateway_kit.chat.request import RequestKind, load_request
 from gateway_kit.config import Mode, OnError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
-from gateway_kit.layers.pii.masking import Vault
+from gateway_kit.layers.pii.masking import Vault, keyed_numbering
 from gateway_kit.layers.pii.policy import PIIPolicy, PIIVerdict
 from gateway_kit.layers.pii.transform import RestoreTransform
 from gateway_kit.pipeline.body import replace_json
@@ -36,6 +37,7 @@ __all__ = ["PIIMiddleware"]
 
 logger = logging.getLogger("gateway_kit.pii")
 
+_SECRET_KEY = "gk:pii:secret"
 #: Workspaces whose own policy is kept.
 _WORKSPACES_KEPT = 10_000
 
@@ -61,6 +63,7 @@ class PIIMiddleware(GatewayLayer):
         self._policy = policy
         if policy is None and self.mode is not Mode.OFF:
             self._policy = PIIPolicy(config)
+        self._secret = DeploymentSecret(lambda: gateway.storage, _SECRET_KEY, config.secret)
         #: Workspaces with settings of their own: the settings seen, and their policy.
         self._workspaces: dict[str, tuple[PIISettings, PIIPolicy]] = {}
 
@@ -88,8 +91,12 @@ class PIIMiddleware(GatewayLayer):
             await self.refuse(ctx, send, loaded)
             return None
         payload, receive = loaded
-        vault = Vault()
         try:
+            vault = Vault(
+                keyed_numbering(await self._secret.get())
+                if self.config.placeholders == "keyed"
+                else None
+            )
             policy = await self._policy_for(ctx)
             masked = (
                 policy.mask(payload, vault) if kind == "chat" else policy.mask_input(payload, vault)
