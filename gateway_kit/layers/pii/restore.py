@@ -17,28 +17,38 @@ import re
 __all__ = ["StreamRestorer", "restore_text"]
 
 
+#: Anything shaped like a placeholder, as models write them back: a name ending in ``_`` and a
+#: number, bracketed (<>, [], {}) or bare, never inside a longer word or number. One pattern
+#: for every request (a pattern of the request's own names would be compiled per request).
+_SHAPED = re.compile(
+    r"[<\[{]?(?<![A-Za-z0-9_])([A-Za-z][A-Za-z0-9_]*_[0-9]+)(?![A-Za-z0-9_])[>\]}]?"
+)
+
+
 class _Issued:
     """The placeholders of one request, as a model may write them back."""
 
-    __slots__ = ("names", "pattern", "values")
+    __slots__ = ("names", "values")
 
     def __init__(self, values: dict[str, str]) -> None:
         #: ``EMAIL_1`` -> the value (names without brackets, upper case).
         self.values = {placeholder[1:-1].upper(): value for placeholder, value in values.items()}
         self.names = sorted(self.values, key=len, reverse=True)
-        alternatives = "|".join(re.escape(name) for name in self.names)
-        # A name, bracketed (<>, [], {}) or bare; never inside a longer word or number.
-        self.pattern = re.compile(
-            rf"[<\[{{]?(?<![A-Za-z0-9_])({alternatives})(?![A-Za-z0-9_])[>\]}}]?", re.IGNORECASE
-        )
 
     def sub(self, text: str, start: int = 0) -> str:
         """``text[start:]`` restored (what comes before ``start`` only tells whether a bare
-        name at ``start`` continues a word)."""
+        name at ``start`` continues a word). Only issued names are replaced; anything else
+        shaped like one stays as it is."""
+        if "_" not in text:
+            return text[start:]
+        values = self.values
         pieces: list[str] = []
         done = start
-        for match in self.pattern.finditer(text, start):
-            pieces += (text[done : match.start()], self.values[match.group(1).upper()])
+        for match in _SHAPED.finditer(text, start):
+            value = values.get(match.group(1).upper())
+            if value is None:
+                continue
+            pieces += (text[done : match.start()], value)
             done = match.end()
         if not pieces:
             return text[start:]
