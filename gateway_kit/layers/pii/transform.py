@@ -22,12 +22,19 @@ __all__ = ["RestoreTransform"]
 class RestoreTransform(ResponseTransform):
     def __init__(self, values: dict[str, str]) -> None:
         self._values = values
+        numbers = {placeholder[1:-1].rsplit("_", 1)[1] for placeholder in values}
+        self._markers_bytes = [f"_{number}".encode() for number in numbers]
         #: (choice index, None for content or the tool call's index) -> its restorer.
         self._streams: dict[tuple[int, int | None], StreamRestorer] = {}
         #: The last chunk seen, the model of the one that gives out what was held.
         self._last: dict[str, Any] | None = None
 
     def body(self, body: JSONBody) -> None:
+        # Every form of a placeholder a model writes back holds "_<its number>": an answer
+        # holding none of this request's is passed as it is, not parsed (a search in C).
+        raw = body.raw if not body.changed else body.encode()
+        if not any(marker in raw for marker in self._markers_bytes):
+            return
         try:
             answer = body.json()
         except ValueError:
