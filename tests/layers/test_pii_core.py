@@ -217,3 +217,33 @@ def test_no_placeholders_issued_means_nothing_held() -> None:
     restorer = StreamRestorer({})
     assert restorer.feed("<EMA") == "<EMA"
     assert restorer.close() == ""
+
+
+def test_streamed_tool_call_arguments_restore_per_call_and_flush_at_the_finish() -> None:
+    from gateway_kit.layers.pii.transform import RestoreTransform
+    from gateway_kit.sse import SSEEvent
+
+    def event(index: int, arguments: str, finish: str | None = None) -> SSEEvent:
+        call = {"index": index, "function": {"arguments": arguments}}
+        delta = {"tool_calls": [call]} if arguments else {}
+        return SSEEvent.of_json(
+            {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        )
+
+    transform = RestoreTransform(VALUES)
+    events = [
+        event(0, '{"to": "<EMA'),
+        event(1, '{"cc": "<EMAIL_'),
+        event(0, 'IL_1>"}'),
+        event(1, "12"),
+        event(0, "", finish="tool_calls"),
+    ]
+    out = [e for ev in events for e in transform.event(ev)] + list(transform.close())
+    arguments: dict[int, str] = {}
+    for e in out:
+        for call in e.json()["choices"][0]["delta"].get("tool_calls") or ():
+            arguments[call["index"]] = (
+                arguments.get(call["index"], "") + call["function"]["arguments"]
+            )
+    assert json.loads(arguments[0]) == {"to": "anna@example.se"}
+    assert arguments[1] == '{"cc": "bo@example.se'  # its stream ended there: given out whole

@@ -26,7 +26,7 @@ from gateway_kit.chat.request import RequestKind, load_request
 from gateway_kit.config import Mode, OnError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
-from gateway_kit.layers.pii.masking import Vault, keyed_numbering
+from gateway_kit.layers.pii.masking import Numbering, Vault, keyed_numbering
 from gateway_kit.layers.pii.policy import PIIPolicy, PIIVerdict
 from gateway_kit.layers.pii.transform import RestoreTransform
 from gateway_kit.pipeline.body import replace_json
@@ -43,7 +43,7 @@ _WORKSPACES_KEPT = 10_000
 
 
 class PIIMiddleware(GatewayLayer):
-    """PII masking for authenticated inference requests (anything else passes through)."""
+    """PII masking for inference requests (chat and embeddings), with or without Auth."""
 
     concern = "pii"
 
@@ -64,6 +64,7 @@ class PIIMiddleware(GatewayLayer):
         if policy is None and self.mode is not Mode.OFF:
             self._policy = PIIPolicy(config)
         self._secret = DeploymentSecret(lambda: gateway.storage, _SECRET_KEY, config.secret)
+        self._keyed: Numbering | None = None
         #: Workspaces with settings of their own: the settings seen, and their policy.
         self._workspaces: dict[str, tuple[PIISettings, PIIPolicy]] = {}
 
@@ -92,11 +93,7 @@ class PIIMiddleware(GatewayLayer):
             return None
         payload, receive = loaded
         try:
-            vault = Vault(
-                keyed_numbering(await self._secret.get())
-                if self.config.placeholders == "keyed"
-                else None
-            )
+            vault = Vault(await self._numbering() if self.config.placeholders == "keyed" else None)
             policy = await self._policy_for(ctx)
             masked = (
                 policy.mask(payload, vault) if kind == "chat" else policy.mask_input(payload, vault)
@@ -131,6 +128,12 @@ class PIIMiddleware(GatewayLayer):
             ctx.extras["pii.masked"] = masked
         return receive
 
+    async def _numbering(self) -> Numbering:
+        """Keyed placeholders' numbering (under the deployment's secret, read once)."""
+        if self._keyed is None:
+            self._keyed = keyed_numbering(await self._secret.get())
+        return self._keyed
+
     async def _policy_for(self, ctx: RequestContext) -> PIIPolicy:
         """The configuration's policy, with the workspace's own patterns and allow-list when
         it has some (a policy per workspace and version of its settings, kept)."""
@@ -141,7 +144,7 @@ class PIIMiddleware(GatewayLayer):
         if not settings:
             return self.policy
         known = self._workspaces.get(principal.workspace_id)
-        if known is not None and known[0] is settings:
+        if known is not None and known[0] == settings:  # equal: a cache may hand out copies
             return known[1]
         config = self.config.model_copy(
             update={

@@ -73,44 +73,53 @@ class RestoreTransform(ResponseTransform):
         if not isinstance(choices, list) or not choices:
             return (event,)
         self._last = chunk
+        changed = False
         for choice in choices:
             if isinstance(choice, dict):
-                self._choice(choice)
-        event.set_json(chunk)
+                changed = self._choice(choice) or changed
+        if changed:  # else the event goes out as its bytes came, not serialized again
+            event.set_json(chunk)
         return (event,)
 
     def close(self) -> Sequence[SSEEvent]:
         return self._flush()
 
-    def _choice(self, choice: dict[str, Any]) -> None:
+    def _choice(self, choice: dict[str, Any]) -> bool:
+        """Restore one choice's delta in place; whether anything in it changed."""
         index = choice.get("index", 0)
         delta = choice.get("delta")
         finished = choice.get("finish_reason") is not None
         if not isinstance(delta, dict):
-            return
+            return False
+        changed = False
         content = delta.get("content")
         if isinstance(content, str) or (finished and (index, None) in self._streams):
             out = self._stream(index, None).feed(content or "")
             if finished:
                 out += self._streams.pop((index, None)).close()
-            delta["content"] = out
+            if out != content:
+                delta["content"], changed = out, True
         for call in delta.get("tool_calls") or ():
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict) and isinstance(function.get("arguments"), str):
                 key = (index, call.get("index", 0))
-                function["arguments"] = self._stream(*key).feed(function["arguments"])
+                out = self._stream(*key).feed(function["arguments"])
+                if out != function["arguments"]:
+                    function["arguments"], changed = out, True
         if finished:
-            self._close_calls(index, delta)
+            changed = self._close_calls(index, delta) or changed
+        return changed
 
-    def _close_calls(self, index: int, delta: dict[str, Any]) -> None:
+    def _close_calls(self, index: int, delta: dict[str, Any]) -> bool:
         held = [key for key in self._streams if key[0] == index and key[1] is not None]
-        if not held:
-            return
-        calls = delta.setdefault("tool_calls", [])
+        added = False
         for key in held:
             rest = self._streams.pop(key).close()
             if rest:
+                calls = delta.setdefault("tool_calls", [])
                 calls.append({"index": key[1], "function": {"arguments": rest}})
+                added = True
+        return added
 
     def _stream(self, index: int, call: int | None) -> StreamRestorer:
         restorer = self._streams.get((index, call))
