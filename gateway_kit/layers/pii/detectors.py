@@ -370,6 +370,15 @@ def _phone_validator(region: str) -> _PhoneCheck:
 
     codes = phonenumbers.COUNTRY_CODE_TO_REGION_CODE
     valid_number = phonenumbers.is_valid_number
+    # A national number's possible lengths in the region, with its trunk prefix or without:
+    # a run of another length (an order number's 7 digits in the US) is no number there, and
+    # is not worth libphonenumber's 15 us.
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
+    national_lengths: frozenset[int] = frozenset()
+    if metadata is not None and metadata.general_desc is not None:
+        lengths = set(metadata.general_desc.possible_length or ())
+        prefix = len(metadata.national_prefix or "")
+        national_lengths = frozenset(lengths | {n + prefix for n in lengths})
 
     def valid(candidate: str) -> bool:
         if candidate.startswith(("+", "00")):
@@ -390,6 +399,8 @@ def _phone_validator(region: str) -> _PhoneCheck:
                         italian_leading_zero=national[0] == "0" or None,
                     )
                     return bool(valid_number(number))
+            return False
+        if national_lengths and sum(c.isdigit() for c in candidate) not in national_lengths:
             return False
         try:
             number = phonenumbers.parse(candidate, region)
