@@ -162,6 +162,12 @@ async def test_monitor_counts_and_sends_the_request_as_it_is() -> None:
         assert response.headers["x-gateway-pii"] == "found CARD=1 EMAIL=2 PHONE=1"
 
 
+async def test_a_name_is_masked_with_a_bare_placeholder_openai_accepts() -> None:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        await ask(env, {"role": "user", "name": "anna.lindqvist@example.se", "content": "Hi"})
+        assert env.upstream.sent_json()["messages"][0]["name"] == "EMAIL_1"
+
+
 async def test_system_prompts_can_be_left_unmasked() -> None:
     async with provisioned(
         "scale", pii={"mode": "enforce", "placeholders": "ordered", "mask_system": False}

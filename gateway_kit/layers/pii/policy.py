@@ -119,7 +119,10 @@ class PIIPolicy:
             ]
         name = message.get("name")
         if isinstance(name, str):
-            out["name"] = self._text(name, vault)
+            masked = self._text(name, vault)
+            # OpenAI's names are [A-Za-z0-9_-]: a placeholder goes in without its brackets
+            # (restore knows the bare form of every placeholder it issued).
+            out["name"] = masked if masked == name else masked.replace("<", "").replace(">", "")
         calls = message.get("tool_calls")
         if isinstance(calls, list):
             out["tool_calls"] = [self._call(call, vault) for call in calls]
