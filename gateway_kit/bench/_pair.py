@@ -17,6 +17,7 @@ from pathlib import Path
 from gateway_kit.bench._conversation import Rotation
 from gateway_kit.bench._load import cpu_seconds, free_port, run_load, server_process
 from gateway_kit.bench.routing import Series
+from gateway_kit.bench.routing import series_table as table
 
 __all__ = ["Server", "added", "interleaved", "pinning", "start_pair", "table"]
 
@@ -107,19 +108,6 @@ def interleaved(
             done.runs.append(result)
             done.cpu_seconds += cpu_seconds(server.pid) - before
     return series
-
-
-def table(series: dict[str, Series]) -> str:
-    width = max(len(name) for name in series) + 2
-    header = f"{'target':<{width}}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}{'cpu/req ms':>12}"
-    lines = [header + f"{'failed':>8}", "-" * (len(header) + 8)]
-    for name, done in series.items():
-        r = done.pooled
-        lines.append(
-            f"{name:<{width}}{r.p50:>9.3f}{r.p99:>9.3f}{r.rps:>8.0f}{done.cpu_ms:>12.3f}"
-            f"{r.errors:>8}"
-        )
-    return "\n".join(lines)
 
 
 def added(

@@ -230,7 +230,7 @@ def _single(args: argparse.Namespace, upstream: str, checkout: str) -> tuple[lis
         f"1. A healthy single deployment at c=1: {args.rounds_c1} interleaved rounds of "
         f"{args.requests_c1} requests per target (transport {args.transport}); baseline: "
         f"{checkout}",
-        _table({ROUTER: now, f"{BEFORE} ({args.baseline_commit})": before}),
+        series_table({ROUTER: now, f"{BEFORE} ({args.baseline_commit})": before}),
         f"the router adds {added:+.3f} ms p50 (rounds: median {statistics.median(paired):+.3f}, "
         f"{min(paired):+.3f} to {max(paired):+.3f}); p99 {_delta(now, before, 99)} ms; "
         f"target <= {ADDED_P50_MS:.3f} ms: {'PASS' if passed else 'FAIL'}",
@@ -278,7 +278,7 @@ def _failing(args: argparse.Namespace, upstream: str) -> tuple[list[str], bool]:
         f"{args.rounds_c32} interleaved rounds of {args.requests_c32} requests per target after "
         f"a warm-up of {args.warmup}; default routing settings (retries 1, allowed_fails 3, "
         "cooldown_s 30)",
-        _table(series),
+        series_table(series),
     ]
     passed = True
     if healthy.errors:
@@ -305,7 +305,7 @@ def _failing(args: argparse.Namespace, upstream: str) -> tuple[list[str], bool]:
     return lines, passed
 
 
-def _table(series: dict[str, Series]) -> str:
+def series_table(series: dict[str, Series]) -> str:
     """p50/p99/req/s of every measured request, server CPU per request, failed requests."""
     width = max(len(name) for name in series) + 2
     header = f"{'target':<{width}}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>8}{'cpu/req ms':>12}"

@@ -36,6 +36,15 @@ async def ask(env: Any, *messages: dict[str, Any], **fields: Any) -> Any:
     )
 
 
+def streamed_text(response: Any) -> str:
+    """The content a streamed answer's events carry, joined."""
+    return "".join(
+        json.loads(e)["choices"][0]["delta"].get("content") or ""
+        for e in response.events()
+        if e != "[DONE]"
+    )
+
+
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
 
@@ -66,12 +75,7 @@ async def test_a_stream_gets_its_values_back_whatever_the_chunks() -> None:
             )
             response = await ask(env, user(PROMPT), stream=True)
             assert response.status == 200
-            deltas = [
-                json.loads(e)["choices"][0]["delta"].get("content") or ""
-                for e in response.events()
-                if e != "[DONE]"
-            ]
-            assert "".join(deltas) == (
+            assert streamed_text(response) == (
                 "Sure anna.lindqvist@example.se, your card 4111 1111 1111 1111 is noted."
             ), cut
             assert response.events()[-1] == "[DONE]"
@@ -88,12 +92,7 @@ async def test_network_chunks_cut_anywhere_even_inside_a_character_change_nothin
             env.upstream.stream = ScriptedStream([events[:cut], events[cut:]])
             response = await ask(env, user(PROMPT), stream=True)
             assert response.status == 200
-            deltas = [
-                json.loads(e)["choices"][0]["delta"].get("content") or ""
-                for e in response.events()
-                if e != "[DONE]"
-            ]
-            assert "".join(deltas) == expected, cut
+            assert streamed_text(response) == expected, cut
         sent = b"".join(request.content for request in env.upstream.requests)
         assert not any(value.encode() in sent for value in RAW)
 
