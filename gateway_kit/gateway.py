@@ -23,6 +23,7 @@ from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.accounts.spend import Ledger
 from gateway_kit.accounts.wallet import Wallet
 from gateway_kit.accounts.workspaces import Workspaces
+from gateway_kit.cache.service import AnswerCache
 from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
@@ -125,6 +126,7 @@ class Gateway:
         self._wallet: Wallet | None = None
         self._guardian_settings: GuardianSettingsStore | None = None
         self._pii_settings: PIISettingsStore | None = None
+        self._cache: AnswerCache | None = None
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._webhook_worker: DeliveryWorker | None = None
@@ -160,6 +162,7 @@ class Gateway:
             self._wallet = Wallet(storage, self.events, changes=changes)
             self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
             self._pii_settings = PIISettingsStore(storage, changes=changes)
+            self._cache = AnswerCache(storage, changes, self.config.cache)
             if cache_ttl > 0:
                 # Polls the change feed: cached keys, plans, caps and billing stay current.
                 feed_tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -198,7 +201,7 @@ class Gateway:
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = self._guardian_settings = None
-        self._pii_settings = None
+        self._pii_settings = self._cache = None
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
@@ -303,6 +306,11 @@ class Gateway:
     def pii_settings(self) -> PIISettingsStore:
         """Workspaces' PII masking settings: their own patterns and allow-lists."""
         return _running(self._pii_settings)
+
+    @property
+    def cache(self) -> AnswerCache:
+        """The answer cache: its store (this process's), purges, and per-workspace counts."""
+        return _running(self._cache)
 
     @property
     def wallet(self) -> Wallet:

@@ -19,6 +19,7 @@ from gateway_kit.chat.endpoint import ChatCompletionsEndpoint, EmbeddingsEndpoin
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.budget import BudgetMiddleware
+from gateway_kit.layers.cache import CacheMiddleware
 from gateway_kit.layers.guardian import GuardianMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
 from gateway_kit.layers.pii.middleware import PIIMiddleware
@@ -30,6 +31,7 @@ CHAT_LAYERS = (
     GuardianMiddleware,
     PIIMiddleware,
     BudgetMiddleware,
+    CacheMiddleware,
 )
 
 

@@ -47,7 +47,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args
 
 import anyio
 
@@ -55,7 +55,7 @@ from gateway_kit._ttl import TTLMap
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import Storage
 
-__all__ = ["FEED_KEY", "Change", "ChangeFeed", "FeedCache", "Topic"]
+__all__ = ["FEED_KEY", "Change", "ChangeFeed", "FeedCache", "FeedListener", "Topic"]
 
 logger = logging.getLogger("gateway_kit.accounts.changes")
 
@@ -63,8 +63,21 @@ logger = logging.getLogger("gateway_kit.accounts.changes")
 FEED_KEY = "gk:changes"
 
 #: What a change names: a key's SHA-256 digest, or a workspace id for the others.
-Topic = Literal["key", "plan", "budget", "billing", "guardian", "pii"]
+Topic = Literal["key", "plan", "budget", "billing", "guardian", "pii", "cache"]
 Change = tuple[Topic, str]
+
+
+class FeedListener(Protocol):
+    """What the feed tells of changes: each change of its ``topic`` (``drop``), and that it
+    could not follow the feed (``clear``: drop everything)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    def drop(self, ident: str) -> None: ...
+
+    def clear(self) -> None: ...
+
 
 V = TypeVar("V")
 
@@ -177,7 +190,7 @@ class ChangeFeed:
         self.max_age = max_age
         self.rand = rand
         self._length = length
-        self._caches: dict[str, list[FeedCache[Any]]] = {}
+        self._caches: dict[str, list[FeedListener]] = {}
         #: Moves whenever entries are dropped: a read begun before it moved is not cached.
         self.version = 0
         # What this process has applied: nothing yet (its first poll starts it off).
@@ -210,8 +223,13 @@ class ChangeFeed:
         ``cache_ttl`` ago."""
         return self.clock() - self._polled_at < self.cache_ttl
 
-    def _register(self, cache: FeedCache[Any]) -> None:
+    def _register(self, cache: FeedListener) -> None:
         self._caches.setdefault(cache.topic, []).append(cache)
+
+    def listen(self, listener: FeedListener) -> None:
+        """Have ``listener`` told of its topic's changes (``drop``) and of resets (``clear``),
+        as the feed's own caches are (the answer cache's store listens for purges)."""
+        self._register(listener)
 
     # -- writers ------------------------------------------------------------------------------
 

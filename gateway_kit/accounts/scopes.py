@@ -11,7 +11,9 @@
 - ``guardian:read`` / ``guardian:write``: read Guardian's rules in force and recent blocks /
   set the keys' own thresholds and allow-lists;
 - ``pii:read`` / ``pii:write``: read PII masking's settings / set the workspace's own patterns
-  and allow-list.
+  and allow-list;
+- ``cache:read`` / ``cache:write``: read the answer cache's settings and counts / purge the
+  workspace's cached answers.
 
 ``<x>:write`` includes ``<x>:read``. The roles: ``admin`` (every scope: the workspace's owner)
 and ``inference`` (model calls only: what an application runs with). A key never hands out
@@ -50,6 +52,8 @@ class KeyScope(StrEnum):
     GUARDIAN_WRITE = "guardian:write"
     PII_READ = "pii:read"
     PII_WRITE = "pii:write"
+    CACHE_READ = "cache:read"
+    CACHE_WRITE = "cache:write"
 
 
 Role = Literal["admin", "inference"]
@@ -65,6 +69,7 @@ _IMPLIED = {
     KeyScope.BUDGET_WRITE: KeyScope.BUDGET_READ,
     KeyScope.GUARDIAN_WRITE: KeyScope.GUARDIAN_READ,
     KeyScope.PII_WRITE: KeyScope.PII_READ,
+    KeyScope.CACHE_WRITE: KeyScope.CACHE_READ,
 }
 
 

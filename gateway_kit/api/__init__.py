@@ -7,6 +7,7 @@ from starlette.routing import Route
 
 from gateway_kit.api.admin import admin_mount
 from gateway_kit.api.budget import budget_routes
+from gateway_kit.api.cache import cache_routes
 from gateway_kit.api.guardian import guardian_routes
 from gateway_kit.api.keys import key_routes
 from gateway_kit.api.me import me_endpoint
@@ -25,4 +26,5 @@ def management_routes(gateway: Gateway) -> list[Route]:
         *budget_routes(gateway),
         *guardian_routes(gateway),
         *pii_routes(gateway),
+        *cache_routes(gateway),
     ]

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
 from gateway_kit.config.base import _Config
+from gateway_kit.config.cache import CacheConfig
 from gateway_kit.config.guardian import GuardianConfig, merge_rules
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.pii import PIIConfig
@@ -93,6 +94,7 @@ class GatewayConfig(_Config):
     admin: AdminConfig = Field(default_factory=AdminConfig)
     guardian: GuardianConfig = Field(default_factory=GuardianConfig)
     pii: PIIConfig = Field(default_factory=PIIConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
     #: Retries, fallback and cooldown; the offline demo (no ``models`` given) adds ``auto``.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
 

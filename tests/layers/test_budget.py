@@ -290,6 +290,7 @@ async def test_the_context_holds_every_layers_verdict_and_the_events_raised() ->
             "auth": "pass",
             "limits": "pass",
             "budget": "warn",
+            "cache": "bypass",  # no temperature given: not cached
             "routing": "served",
         }
         assert ctx.verdicts["budget"].band == "warn"

@@ -4,6 +4,7 @@ answers, whole and streamed split at every offset."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -99,6 +100,49 @@ def test_checksums() -> None:
     assert not luhn_valid("4111111111111112")
     assert iban_valid("gb82west12345698765432")
     assert not iban_valid("GB82WEST1234569876543")  # one character short
+
+
+def test_international_phone_numbers_are_valid_exactly_when_libphonenumber_says_so() -> None:
+    """The detector's own check of an international number (the library's rules with the
+    patterns compiled once) agrees with ``phonenumbers.is_valid_number``: on every country
+    code's example numbers of every type, and on random digits after each code."""
+    phonenumbers = pytest.importorskip("phonenumbers")
+    from gateway_kit.layers.pii.detectors import _InternationalNumbers
+
+    def library(digits: str) -> bool:
+        for size in (1, 2, 3):
+            code = int(digits[:size])
+            if code in phonenumbers.COUNTRY_CODE_TO_REGION_CODE:
+                national = digits[size:]
+                if not national or (national[0] == "0" and code not in (39, 378, 379)):
+                    return False
+                number = phonenumbers.PhoneNumber(
+                    country_code=code,
+                    national_number=int(national),
+                    italian_leading_zero=national[0] == "0" or None,
+                )
+                return bool(phonenumbers.is_valid_number(number))
+        return False
+
+    rng = random.Random(7)
+    cases: list[str] = []
+    for code, regions in phonenumbers.COUNTRY_CODE_TO_REGION_CODE.items():
+        for region in regions:
+            examples = (
+                [phonenumbers.example_number_for_non_geo_entity(code)]
+                if region == "001"
+                else [phonenumbers.example_number_for_type(region, kind) for kind in range(12)]
+            )
+            cases += [
+                f"{code}{phonenumbers.national_significant_number(example)}"
+                for example in examples
+                if example is not None
+            ]
+        cases += [f"{code}{rng.randrange(10 ** rng.randint(4, 12)):0{rng.randint(4, 12)}d}"]
+        cases += [f"{code}{rng.randrange(10**12)}" for _ in range(20)]
+    fast = _InternationalNumbers(phonenumbers)
+    assert sum(map(library, cases)) > 1000  # the examples are valid numbers
+    assert [case for case in cases if fast.valid(case) != library(case)] == []
 
 
 def test_a_workspaces_own_patterns_and_allow_list() -> None:

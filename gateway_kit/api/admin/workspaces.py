@@ -15,6 +15,9 @@
 - ``PATCH  /workspaces/{id}/guardian``   any key's Guardian thresholds and allow-list
 - ``GET    /workspaces/{id}/pii``        as the workspace's own ``GET .../pii``
 - ``PATCH  /workspaces/{id}/pii``        the workspace's PII patterns and allow-list
+- ``GET    /workspaces/{id}/cache``      as the workspace's own ``GET .../cache``
+- ``DELETE /workspaces/{id}/cache``      purge the workspace's cached answers (``?model=``)
+- ``DELETE /cache``                      purge every workspace's cached answers (``?model=``)
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
   (e.g. a new admin key for an owner who lost theirs), shown once
 
@@ -41,6 +44,7 @@ from gateway_kit.api._common import (
     string_field,
 )
 from gateway_kit.api.budget import change_budget
+from gateway_kit.api.cache import cache_status, purge_cache
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.api.pii import change_pii, pii_status
@@ -203,6 +207,26 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return exc.response()
         return json_response(await pii_status(gateway, workspace.id))
 
+    async def read_cache(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await cache_status(gateway, workspace.id))
+
+    async def purge_workspace_cache(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            return await purge_cache(gateway, workspace.id, request)
+        except ApiError as exc:
+            return exc.response()
+
+    async def purge_every_cache(request: Request) -> Response:
+        try:
+            return await purge_cache(gateway, None, request)
+        except ApiError as exc:
+            return exc.response()
+
     async def create_key(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -228,6 +252,9 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/guardian", update_guardian, methods=["PATCH"]),
         Route(one + "/pii", read_pii, methods=["GET"]),
         Route(one + "/pii", update_pii, methods=["PATCH"]),
+        Route(one + "/cache", read_cache, methods=["GET"]),
+        Route(one + "/cache", purge_workspace_cache, methods=["DELETE"]),
+        Route("/cache", purge_every_cache, methods=["DELETE"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gateway_kit.config.pii import PII_KINDS
 
@@ -239,7 +239,7 @@ class BuiltinDetector:
         if self._phones is not None and end - start >= 6:
             for match in _PHONE.finditer(text, before, end):
                 candidate = match.group()
-                if not 7 <= sum(c.isdigit() for c in candidate) <= 15 or _DATE.match(candidate):
+                if not 7 <= sum(map(str.isdigit, candidate)) <= 15 or _DATE.match(candidate):
                     continue
                 if self._phones(candidate):
                     at, stop = match.span()
@@ -368,8 +368,8 @@ def _phone_validator(region: str) -> _PhoneCheck:
             "PII masking's PHONE detector needs the pii extra: pip install 'gateway-kit[pii]'"
         ) from exc
 
-    codes = phonenumbers.COUNTRY_CODE_TO_REGION_CODE
     valid_number = phonenumbers.is_valid_number
+    international = _InternationalNumbers(phonenumbers)
     # A national number's possible lengths in the region, with its trunk prefix or without:
     # a run of another length (an order number's 7 digits in the US) is no number there, and
     # is not worth libphonenumber's 15 us.
@@ -387,20 +387,8 @@ def _phone_validator(region: str) -> _PhoneCheck:
             digits = "".join(
                 filter(str.isdigit, candidate[2:] if candidate[0] == "0" else candidate)
             )
-            for size in (1, 2, 3):
-                code = int(digits[:size])
-                if code in codes:
-                    national = digits[size:]
-                    if not national or (national[0] == "0" and code not in _LEADING_ZERO):
-                        return False
-                    number = phonenumbers.PhoneNumber(
-                        country_code=code,
-                        national_number=int(national),
-                        italian_leading_zero=national[0] == "0" or None,
-                    )
-                    return bool(valid_number(number))
-            return False
-        if national_lengths and sum(c.isdigit() for c in candidate) not in national_lengths:
+            return international.valid(digits)
+        if national_lengths and sum(map(str.isdigit, candidate)) not in national_lengths:
             return False
         try:
             number = phonenumbers.parse(candidate, region)
@@ -409,6 +397,109 @@ def _phone_validator(region: str) -> _PhoneCheck:
         return bool(valid_number(number))
 
     return valid
+
+
+#: A number type's check: its possible lengths (empty: any) and its pattern's fullmatch.
+_TypeCheck = tuple[frozenset[int], Callable[[str], object]]
+
+
+class _InternationalNumbers:
+    """libphonenumber's ``is_valid_number`` for a number given as digits after the ``+``,
+    with each region's patterns compiled once: the library looks each pattern up in its cache
+    on every call, which made a number's check cost 15 us (and most of the 2 KB prompt's
+    masking). The same rules in the same order (``_number_type_helper`` and
+    ``_region_code_for_number_from_list``); a test holds it to the library on numbers of
+    every country code."""
+
+    #: libphonenumber's attributes of a region's metadata, in the order it tries them.
+    _TYPES = (
+        "premium_rate", "toll_free", "shared_cost", "voip", "personal_number", "pager", "uan",
+        "voicemail", "fixed_line", "mobile",
+    )  # fmt: skip
+
+    def __init__(self, phonenumbers: Any) -> None:
+        self._codes: dict[int, tuple[str, ...]] = phonenumbers.COUNTRY_CODE_TO_REGION_CODE
+        self._metadata = phonenumbers.PhoneMetadata
+        self._non_geo: str = phonenumbers.REGION_CODE_FOR_NON_GEO_ENTITY
+        #: (country code, region) -> (leading digits' match or None, general check, types).
+        self._regions: dict[
+            tuple[int, str], tuple[Callable[[str], object] | None, _TypeCheck, list[_TypeCheck]]
+        ] = {}
+
+    def valid(self, digits: str) -> bool:
+        for size in (1, 2, 3):
+            code = int(digits[:size] or "0")
+            regions = self._codes.get(code)
+            if regions is None:
+                continue
+            national = digits[size:]
+            if not national or (national[0] == "0" and code not in _LEADING_ZERO):
+                return False
+            # The national significant number: one leading zero kept ("italian" numbers).
+            nsn = ("0" if national[0] == "0" else "") + str(int(national))
+            if len(regions) == 1:
+                return self._typed(code, regions[0], nsn)
+            for region in regions:  # the first region the number belongs to decides
+                table = self._table(code, region)
+                if table is None:
+                    continue
+                leading = table[0]
+                if leading is not None:
+                    if leading(nsn):
+                        return self._typed(code, region, nsn)
+                elif self._typed(code, region, nsn):
+                    return True
+            return False
+        return False
+
+    def _typed(self, code: int, region: str, nsn: str) -> bool:
+        """Whether ``nsn`` is of one of ``region``'s number types."""
+        table = self._table(code, region)
+        if table is None:
+            return False
+        _, general, types = table
+        if not _matches(general, nsn):
+            return False
+        return any(_matches(check, nsn) for check in types)
+
+    def _table(
+        self, code: int, region: str
+    ) -> tuple[Callable[[str], object] | None, _TypeCheck, list[_TypeCheck]] | None:
+        table = self._regions.get((code, region))
+        if table is None:
+            if region == self._non_geo:
+                metadata = self._metadata.metadata_for_nongeo_region(code, None)
+            else:
+                metadata = self._metadata.metadata_for_region(region, None)
+            general = _check(metadata.general_desc) if metadata is not None else None
+            if general is None:
+                return None
+            leading = metadata.leading_digits
+            leading_match: Callable[[str], object] | None = (
+                re.compile(leading).match if leading is not None else None
+            )
+            types = [_check(getattr(metadata, name)) for name in self._TYPES]
+            table = self._regions[(code, region)] = (
+                leading_match,
+                general,
+                [check for check in types if check is not None],
+            )
+        return table
+
+
+def _check(desc: Any) -> _TypeCheck | None:
+    """A number type's check from its description (None: the region has no such numbers)."""
+    if desc is None or not desc.national_number_pattern:
+        return None
+    lengths = frozenset(desc.possible_length or ())
+    return lengths, re.compile(desc.national_number_pattern).fullmatch
+
+
+def _matches(check: _TypeCheck | None, nsn: str) -> bool:
+    if check is None:
+        return False
+    lengths, fullmatch = check
+    return (not lengths or len(nsn) in lengths) and fullmatch(nsn) is not None
 
 
 #: Countries whose national numbers keep a leading 0 after the country code (Italy, its

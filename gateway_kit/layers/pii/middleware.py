@@ -6,7 +6,9 @@ that lives on the request's context only, and:
 - ``enforce`` with ``scope = "full"``: sends the masked request on (``replace_json``) and
   registers ``RestoreTransform``, which gives the answer its values back;
 - ``enforce`` with ``scope = "cache"``: sends the request as it is; the masked one is left on
-  the context (``ctx.extras["pii.masked"]``) for what keys or logs on it;
+  the context (``ctx.extras["pii.masked"]``, with ``ctx.extras["pii.values"]``, placeholder to
+  value) for what keys, keeps or logs on it (the cache keys on it and keeps answers masked),
+  and ``RestoreTransform`` gives a cached answer its values back;
 - ``monitor``: sends the request as it is, and says what it found.
 
 Either way ``x-gateway-pii`` says what was found, by kind (``masked EMAIL=2 PHONE=1``), and
@@ -122,10 +124,15 @@ class PIIMiddleware(GatewayLayer):
             return receive
         if rewrite:
             replace_json(scope, masked)
-            if kind == "chat":
-                ctx.transforms.append(RestoreTransform(vault.values))
         elif self.mode is Mode.ENFORCE:
+            # The model reads the real values; what keys or keeps text (the cache) takes the
+            # masked request, and masks what it keeps with the values.
             ctx.extras["pii.masked"] = masked
+            ctx.extras["pii.values"] = vault.values
+        if kind == "chat" and self.mode is Mode.ENFORCE:
+            # In `cache` scope the model's answer holds no placeholder, but one served from
+            # the cache does.
+            ctx.transforms.append(RestoreTransform(vault.values))
         return receive
 
     async def _numbering(self) -> Numbering:

@@ -1,0 +1,84 @@
+"""The answer cache of a workspace: ``/api/v1/workspaces/{workspace_id}/cache``.
+
+- ``GET    .../cache``            the cache's settings, the workspace's counts (hits, misses,
+  bypasses, answers stored, hit rate) and its entries in this gateway process  ``cache:read``
+- ``DELETE .../cache[?model=m]``  purge the workspace's answers (of one model), here at once
+  and in every gateway process on the storage through the change feed        ``cache:write``
+
+The operator does the same for any workspace at ``/api/v1/admin/workspaces/{id}/cache``, and
+purges everything at ``DELETE /api/v1/admin/cache[?model=m]``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway_kit.accounts.scopes import KeyScope
+from gateway_kit.api._auth import requires
+from gateway_kit.api._common import ApiError, json_response, principal_of
+from gateway_kit.config.base import NAME_PATTERN
+from gateway_kit.gateway import Gateway
+
+__all__ = ["cache_routes", "cache_status", "purge_cache"]
+
+_MODEL = re.compile(NAME_PATTERN)
+
+
+async def cache_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
+    config = gateway.config.cache
+    stats = await gateway.cache.stats(workspace_id)
+    return {
+        "object": "cache",
+        "workspace_id": workspace_id,
+        "mode": config.mode.value,
+        "scope": config.scope,
+        "ttl_s": config.ttl_s,
+        "max_temperature": config.max_temperature,
+        "hits": stats.hits,
+        "misses": stats.misses,
+        "bypasses": stats.bypasses,
+        "stored": stats.stored,
+        "hit_rate": round(stats.hit_rate, 4),
+        "entries": stats.store.entries,
+        "bytes": stats.store.bytes,
+        "max_entries": stats.store.max_entries,
+        "max_bytes": stats.store.max_bytes,
+    }
+
+
+async def purge_cache(gateway: Gateway, workspace_id: str | None, request: Request) -> Response:
+    """Purge ``workspace_id``'s answers (every workspace's: ``None``), of ``?model=`` if given."""
+    model = request.query_params.get("model")
+    unknown = set(request.query_params) - {"model"}
+    if unknown:
+        raise ApiError(
+            400, f"Unknown query parameter '{sorted(unknown)[0]}'.", code="unknown_parameter"
+        )
+    if model is not None and not _MODEL.match(model):
+        raise ApiError(400, "'model' is not a model name.", code="invalid_value", param="model")
+    purged = await gateway.cache.purge(workspace_id, model)
+    return json_response(
+        {"object": "cache.purge", "workspace_id": workspace_id, "model": model, "purged": purged}
+    )
+
+
+def cache_routes(gateway: Gateway) -> list[Route]:
+    async def read(request: Request) -> Response:
+        return json_response(await cache_status(gateway, principal_of(request).workspace_id))
+
+    async def purge(request: Request) -> Response:
+        try:
+            return await purge_cache(gateway, principal_of(request).workspace_id, request)
+        except ApiError as exc:
+            return exc.response()
+
+    path = "/workspaces/{workspace_id}/cache"
+    return [
+        Route(path, read, methods=["GET"], middleware=requires(gateway, KeyScope.CACHE_READ)),
+        Route(path, purge, methods=["DELETE"], middleware=requires(gateway, KeyScope.CACHE_WRITE)),
+    ]

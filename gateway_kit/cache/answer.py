@@ -1,0 +1,250 @@
+"""``CachedAnswer``: one complete answer as the cache keeps it, from a JSON body or a stream,
+and served again as either.
+
+An answer is kept only when it is whole: one choice whose ``finish_reason`` is ``stop`` or
+``tool_calls``, with its usage. The same answer serves a JSON request and a streaming one (the
+key leaves ``stream`` out): ``body`` writes a ``chat.completion``, ``events`` the chunks a live
+stream would have sent (the role, the content in pieces, each tool call's name then its
+arguments, the finish, the usage chunk only when the client asked for it with
+``stream_options.include_usage``, then ``[DONE]``). Each serving gets an id and a time of its
+own, as a live answer would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_kit.cost.usage import Usage
+from gateway_kit.sse import DONE, SSEEvent
+
+__all__ = ["STORED_FINISHES", "CachedAnswer", "StreamAssembler"]
+
+#: The finishes of a whole answer: anything else (``length``, ``content_filter``) is not kept.
+STORED_FINISHES = frozenset({"stop", "tool_calls"})
+#: Characters of content per replayed chunk.
+_PIECE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """The model that answered, its message (``role``, ``content``, ``tool_calls``,
+    ``refusal``), the finish, the usage as reported, and the size it takes in the store."""
+
+    model: str
+    message: dict[str, Any]
+    finish_reason: str
+    usage: Usage
+    system_fingerprint: str | None = None
+    size: int = 0
+
+    @classmethod
+    def of_body(cls, document: Any, usage: Usage) -> CachedAnswer | None:
+        """From a ``chat.completion`` body, when it is a whole answer."""
+        if not isinstance(document, dict):
+            return None
+        choices = document.get("choices")
+        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+            return None
+        choice = choices[0]
+        message = choice.get("message")
+        finish = choice.get("finish_reason")
+        if not isinstance(message, dict) or finish not in STORED_FINISHES:
+            return None
+        model = document.get("model")
+        fingerprint = document.get("system_fingerprint")
+        return cls.made(
+            model if isinstance(model, str) else "",
+            message,
+            finish,
+            usage,
+            fingerprint if isinstance(fingerprint, str) else None,
+        )
+
+    @classmethod
+    def made(
+        cls,
+        model: str,
+        message: dict[str, Any],
+        finish: str,
+        usage: Usage,
+        fingerprint: str | None = None,
+    ) -> CachedAnswer:
+        kept = {key: value for key, value in message.items() if value is not None}
+        kept.setdefault("role", "assistant")
+        size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()) + 200
+        return cls(model, kept, finish, usage, fingerprint, size)
+
+    def body(self) -> bytes:
+        """A ``chat.completion`` body of this answer, with an id and a time of its own."""
+        message = {"role": "assistant", "content": None, "refusal": None, **self.message}
+        document: dict[str, Any] = {
+            "id": _id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": usage_json(self.usage),
+        }
+        if self.system_fingerprint is not None:
+            document["system_fingerprint"] = self.system_fingerprint
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def events(self, *, include_usage: bool) -> list[SSEEvent]:
+        """The stream of this answer, ``[DONE]`` included."""
+        ident, created = _id(), int(time.time())
+        head: dict[str, Any] = {"id": ident, "object": "chat.completion.chunk", "created": created}
+        head["model"] = self.model
+        if self.system_fingerprint is not None:
+            head["system_fingerprint"] = self.system_fingerprint
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return SSEEvent.of_json({**head, "choices": [choice]})
+
+        message = self.message
+        events = [chunk({"role": "assistant", "content": ""})]
+        content = message.get("content")
+        if isinstance(content, str):
+            events += [
+                chunk({"content": content[at : at + _PIECE]})
+                for at in range(0, len(content), _PIECE)
+            ]
+        refusal = message.get("refusal")
+        if isinstance(refusal, str):
+            events.append(chunk({"refusal": refusal}))
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            function = call.get("function") or {}
+            opening = {
+                "index": index,
+                "id": call.get("id"),
+                "type": call.get("type", "function"),
+                "function": {"name": function.get("name"), "arguments": ""},
+            }
+            events.append(chunk({"tool_calls": [opening]}))
+            arguments = function.get("arguments") or ""
+            for at in range(0, len(arguments), _PIECE):
+                piece = {"index": index, "function": {"arguments": arguments[at : at + _PIECE]}}
+                events.append(chunk({"tool_calls": [piece]}))
+        events.append(chunk({}, self.finish_reason))
+        if include_usage:
+            events.append(
+                SSEEvent.of_json({**head, "choices": [], "usage": usage_json(self.usage)})
+            )
+        events.append(SSEEvent(DONE))
+        return events
+
+
+class StreamAssembler:
+    """Puts a streamed answer's chunks back together into the message they spell out."""
+
+    __slots__ = ("_calls", "_content", "_refusal", "broken", "fingerprint", "finish", "model")
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._refusal: list[str] = []
+        #: Tool calls by index: id, type, name, argument pieces.
+        self._calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.model = ""
+        self.fingerprint: str | None = None
+        #: Set when the stream is not one answer (several choices, an error, a bad chunk).
+        self.broken = False
+
+    def add(self, chunk: Any) -> None:
+        if self.broken:
+            return
+        if not isinstance(chunk, dict):
+            self.broken = True
+            return
+        if "error" in chunk:
+            self.broken = True
+            return
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        fingerprint = chunk.get("system_fingerprint")
+        if isinstance(fingerprint, str):
+            self.fingerprint = fingerprint
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                self.broken = True
+                return
+            self._choice(choice)
+
+    def _choice(self, choice: Mapping[str, Any]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str):
+                self._content.append(content)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str):
+                self._refusal.append(refusal)
+            for call in delta.get("tool_calls") or ():
+                if not isinstance(call, dict) or not isinstance(call.get("index", 0), int):
+                    self.broken = True
+                    return
+                kept = self._calls.setdefault(call.get("index", 0), {"arguments": []})
+                for field in ("id", "type"):
+                    if isinstance(call.get(field), str):
+                        kept[field] = call[field]
+                function = call.get("function")
+                if isinstance(function, dict):
+                    if isinstance(function.get("name"), str):
+                        kept["name"] = kept.get("name", "") + function["name"]
+                    if isinstance(function.get("arguments"), str):
+                        kept["arguments"].append(function["arguments"])
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str):
+            self.finish = finish
+
+    def answer(self, usage: Usage) -> CachedAnswer | None:
+        """The whole answer, or ``None`` when it is not one to keep."""
+        if self.broken or self.finish not in STORED_FINISHES:
+            return None
+        assert self.finish is not None
+        message: dict[str, Any] = {"role": "assistant"}
+        if self._content:
+            message["content"] = "".join(self._content)
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.get("id"),
+                    "type": call.get("type", "function"),
+                    "function": {
+                        "name": call.get("name", ""),
+                        "arguments": "".join(call["arguments"]),
+                    },
+                }
+                for _, call in sorted(self._calls.items())
+            ]
+        return CachedAnswer.made(self.model, message, self.finish, usage, self.fingerprint)
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """``usage`` as OpenAI reports it."""
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def _id() -> str:
+    return "chatcmpl-" + os.urandom(12).hex()

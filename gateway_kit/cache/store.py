@@ -1,0 +1,154 @@
+"""Where cached answers live: the ``CacheStore`` protocol and ``LocalCacheStore``.
+
+``LocalCacheStore`` keeps answers in the gateway's process, bounded in entries and in bytes
+(the least recently used answer goes first) and in time (``ttl_s``). An entry's key is its
+scope (a workspace id, or ``*`` for the shared scope), the model, and the request's keyed hash;
+a purge names a scope, optionally a model, or everything. Purges made by another process (the
+CLI, another gateway on the same storage) arrive through the change feed (topic ``cache``):
+``LocalCacheStore`` listens to it as the account caches do, and a feed it cannot follow
+(``clear``) empties it, a refill, never a stale answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway_kit.cache.answer import CachedAnswer
+
+__all__ = ["ALL", "CacheKey", "CacheStore", "LocalCacheStore", "StoreFigures", "purge_ident"]
+
+#: A purge of everything (the change feed's identifier for it).
+ALL = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    scope: str
+    model: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    entries: int
+    bytes: int
+    max_entries: int
+    max_bytes: int
+    evicted: int
+
+
+class CacheStore(Protocol):
+    """What the cache layer needs of a store of answers."""
+
+    def get(self, key: CacheKey) -> CachedAnswer | None: ...
+
+    def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+        """Keep ``answer``; ``False`` when it is too large to keep."""
+        ...
+
+    def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        """Drop the entries of ``scope`` (``None``: every scope), of ``model`` if given;
+        how many were dropped."""
+        ...
+
+    def figures(self, scope: str | None = None) -> StoreFigures: ...
+
+
+def purge_ident(scope: str | None, model: str | None) -> str:
+    """The change feed's identifier of a purge: ``<scope>`` or ``<scope>/<model>``, ``*`` for
+    every scope."""
+    where = ALL if scope is None else scope
+    return where if model is None else f"{where}/{model}"
+
+
+class LocalCacheStore:
+    """An in-process LRU of answers with a time to live; see the module docstring."""
+
+    #: The change feed's topic this store follows (``accounts.changes``).
+    topic = "cache"
+
+    def __init__(
+        self,
+        *,
+        max_entries: int,
+        max_bytes: int,
+        max_entry_bytes: int,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_entry_bytes = max_entry_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: OrderedDict[CacheKey, tuple[float, CachedAnswer]] = OrderedDict()
+        self._bytes = 0
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: CacheKey) -> CachedAnswer | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        expires, answer = found
+        if expires <= self._clock():
+            self._drop(key)
+            return None
+        self._entries.move_to_end(key)
+        return answer
+
+    def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+        if answer.size > self.max_entry_bytes or answer.size > self.max_bytes:
+            return False
+        if key in self._entries:
+            self._drop(key)
+        self._entries[key] = (self._clock() + self.ttl_s, answer)
+        self._bytes += answer.size
+        while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+            oldest = next(iter(self._entries))
+            self._drop(oldest)
+            self.evicted += 1
+        return True
+
+    def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        if scope is None and model is None:
+            dropped = len(self._entries)
+            self.clear()
+            return dropped
+        doomed = [
+            key
+            for key in self._entries
+            if (scope is None or key.scope == scope) and (model is None or key.model == model)
+        ]
+        for key in doomed:
+            self._drop(key)
+        return len(doomed)
+
+    def figures(self, scope: str | None = None) -> StoreFigures:
+        if scope is None:
+            entries, size = len(self._entries), self._bytes
+        else:
+            sizes = [a.size for key, (_, a) in self._entries.items() if key.scope == scope]
+            entries, size = len(sizes), sum(sizes)
+        return StoreFigures(entries, size, self.max_entries, self.max_bytes, self.evicted)
+
+    # The change feed's listener interface (``accounts.changes``).
+
+    def drop(self, ident: str) -> None:
+        """A purge published on the change feed (``purge_ident``)."""
+        scope, _, model = ident.partition("/")
+        self.purge(None if scope == ALL else scope, model or None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
+
+    def _drop(self, key: CacheKey) -> None:
+        _, answer = self._entries.pop(key)
+        self._bytes -= answer.size

@@ -1,0 +1,41 @@
+"""The answer cache: which requests it serves, how long it keeps answers, and how much."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from gateway_kit.config.base import Mode, OnError, _Config
+
+__all__ = ["CacheConfig"]
+
+
+class CacheConfig(_Config):
+    """The exact cache (``layers.cache``). On by default for the requests it may serve:
+    ``n = 1`` and a ``temperature`` given explicitly at or below ``max_temperature``."""
+
+    #: ``enforce`` serves hits; ``monitor`` looks up and stores but serves every request from
+    #: upstream (``x-gateway-cache-monitor`` says what would have hit); ``off``.
+    mode: Mode = Mode.ENFORCE
+    #: The store failing (never with the built-in in-process one): ``open`` serves from
+    #: upstream, ``closed`` answers 503.
+    on_error: OnError = OnError.OPEN
+    #: The highest temperature a request may ask for and be cached. An omitted temperature
+    #: is the provider's default (1 at OpenAI), not 0: such a request is not cached.
+    max_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    #: How long an answer is served, in seconds.
+    ttl_s: float = Field(default=3600.0, gt=0, le=30 * 86_400)
+    #: Bounds of the in-process store (each gateway process has its own): entries and bytes,
+    #: the least recently used answer going first.
+    max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    #: An answer larger than this is not stored.
+    max_entry_bytes: int = Field(default=1024 * 1024, ge=256)
+    #: ``workspace``: a workspace's requests hit its own answers only. ``shared``: every
+    #: workspace of the gateway shares answers (for one team's several workspaces; never
+    #: across tenants who must not see each other's answers).
+    scope: Literal["workspace", "shared"] = "workspace"
+    #: The key of the cache's keyed hashes. Unset: one is drawn at random once and kept in
+    #: the storage, shared by every gateway on it.
+    secret: SecretStr | None = None

@@ -1,0 +1,98 @@
+"""``CachePolicy``: whether a request may be served from the cache, and its key. No ASGI here.
+
+Eligible: ``n`` absent or 1; a ``temperature`` given explicitly at or below the configured
+maximum (an omitted temperature is the provider's default, 1 at OpenAI, not 0); no
+``Cache-Control: no-cache`` or ``no-store`` request header; no opt-out in the body (``"cache":
+false``, or LiteLLM's ``"cache": {"no-cache": true}`` / ``{"no-store": true}``).
+
+The key is a keyed hash (HMAC-SHA256 under the deployment's secret) of the canonical request:
+its JSON with keys sorted and no whitespace, the model replaced by the resolved one, and the
+fields that do not change the answer left out (``stream``, ``stream_options``, ``user``,
+``metadata``, ``store``, ``cache``). Everything else is in it: every message, ``tools``,
+``tool_choice``, ``response_format``, every sampling parameter, and any field this policy does
+not know (a field it cannot judge may change the answer). The request it hashes is the masked
+one when PII masking is on, so keys hold no raw value either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway_kit.config.cache import CacheConfig
+from gateway_kit.pipeline.verdicts import Refusal, Verdict
+
+__all__ = ["VOLATILE_FIELDS", "CachePolicy", "CacheVerdict"]
+
+#: Request fields that do not change the answer: left out of the key.
+VOLATILE_FIELDS = frozenset({"stream", "stream_options", "user", "metadata", "store", "cache"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheVerdict(Verdict):
+    """``hit`` (served from the cache), ``miss`` (served from upstream, stored if complete),
+    ``bypass`` (not eligible: ``reason`` says why), ``unchecked`` (the store failed, open)."""
+
+    reason: str | None = None
+    #: Monitor mode: whether the request would have been served from the cache.
+    would_hit: bool = False
+
+
+class CachePolicy:
+    def __init__(self, config: CacheConfig) -> None:
+        self.config = config
+
+    def bypass_reason(self, payload: Mapping[str, Any], cache_control: str) -> str | None:
+        """Why ``payload`` may not be served from the cache, ``None`` when it may."""
+        if cache_control:
+            directives = {d.strip().split("=", 1)[0].lower() for d in cache_control.split(",")}
+            if directives & {"no-cache", "no-store"}:
+                return "cache-control"
+        if opted_out(payload.get("cache")):
+            return "opt-out"
+        n = payload.get("n")
+        if n is not None and n != 1:
+            return "n"
+        temperature = payload.get("temperature")
+        if temperature is None:
+            return "temperature-unset"
+        if not _number(temperature) or temperature > self.config.max_temperature:
+            return "temperature"
+        return None
+
+    def key(self, payload: Mapping[str, Any], model: str, secret: bytes) -> str:
+        """The request's cache key within its scope (32 hex digits)."""
+        canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
+        canonical["model"] = model
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def opted_out(value: Any) -> bool:
+    """Whether the body's ``cache`` field opts the request out."""
+    if value is False:
+        return True
+    if isinstance(value, Mapping):
+        return any(value.get(name) is True for name in ("no-cache", "no-store", "no_cache"))
+    return False
+
+
+def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
+    """A ``cache`` field that is neither a boolean nor an object is a client's mistake."""
+    value = payload.get("cache")
+    if value is None or isinstance(value, bool | Mapping):
+        return None
+    return Refusal(
+        400,
+        "'cache' must be a boolean or an object such as {\"no-store\": true}.",
+        code="invalid_type",
+        param="cache",
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,406 @@
+"""The exact cache through the whole stack: hits in JSON and streamed, what is never stored,
+what is never served to another request, quota and savings on a hit, purges, PII masking's
+placeholders in keys and stored answers, monitor mode and bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gateway_kit.cache.store import CacheKey
+from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
+
+pytestmark = pytest.mark.anyio
+
+PRICED = {
+    "models": [
+        {"name": "gpt-fake", "provider": "up", "price_as": "gpt-4o-mini"},
+        {"name": "gpt-other", "provider": "up", "price_as": "gpt-4o-mini"},
+    ]
+}
+BASE: dict[str, Any] = {
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is the capital of France?"},
+    ],
+    "temperature": 0,
+}
+
+
+def answer(content: str = "Paris.", finish: str = "stop", **message: Any) -> dict[str, Any]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content, **message}}
+    return {
+        **COMPLETION,
+        "choices": [{**choice, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23},
+    }
+
+
+def streamed(*pieces: str, finish: str = "stop") -> ScriptedStream:
+    usage = {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}
+    events = [chunk(role="assistant"), *(chunk(p) for p in pieces), chunk(finish=finish)]
+    tail = b"data: " + json.dumps({**COMPLETION, "choices": [], "usage": usage}).encode()
+    return ScriptedStream([*events, tail + b"\n\n", DONE])
+
+
+def text_of(response: Any) -> str:
+    return "".join(
+        json.loads(e)["choices"][0]["delta"].get("content") or ""
+        for e in response.events()
+        if e != "[DONE]" and json.loads(e)["choices"]
+    )
+
+
+async def test_the_same_request_again_is_answered_from_the_cache() -> None:
+    async with provisioned("scale", **PRICED) as env:
+        env.upstream.json_body = answer()
+        first = await env.chat(**BASE)
+        assert first.status == 200
+        assert first.headers["x-gateway-cache"] == "miss"
+        second = await env.chat(**BASE)
+        assert second.status == 200
+        assert second.headers["x-gateway-cache"] == "hit"
+        assert env.upstream.calls == 1
+        body = second.json()
+        assert body["choices"][0]["message"]["content"] == "Paris."
+        assert body["choices"][0]["finish_reason"] == "stop"
+        assert body["usage"]["total_tokens"] == 23
+        assert body["id"] != first.json()["id"]  # each answer has an id of its own
+        # Nothing paid upstream; the whole flagship baseline saved.
+        assert second.headers["x-gateway-cost-usd"] == "0.000000"
+        assert float(second.headers["x-gateway-savings-usd"]) > 0
+        assert second.headers["x-gateway-model"] == "gpt-fake"
+
+
+async def test_key_order_whitespace_and_volatile_fields_do_not_change_the_key() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        body = json.dumps({"temperature": 0, "model": "gpt-fake", **BASE}, indent=2)
+        again = await env.recorder.request(
+            "POST",
+            "/v1/chat/completions",
+            body=body.encode(),
+            headers={**env.auth(), "content-type": "application/json"},
+        )
+        assert again.headers["x-gateway-cache"] == "hit"
+        volatile = await env.chat(**BASE, user="u-2", metadata={"run": "7"}, stream=False)
+        assert volatile.headers["x-gateway-cache"] == "hit"
+        assert env.upstream.calls == 1
+
+
+async def test_a_hit_counts_against_the_quota_and_its_savings_are_the_workspaces() -> None:
+    async with provisioned("scale", **PRICED) as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        used = await env.used_requests()
+        await env.chat(**BASE)
+        assert await env.used_requests() == used + 1
+        savings_after_miss = await env.gateway.ledger.savings(env.workspace_id)
+        await env.chat(**BASE)
+        # The hit paid nothing and saved the flagship's price of the whole answer.
+        assert await env.gateway.ledger.savings(env.workspace_id) > savings_after_miss
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"temperature": None}, "temperature-unset"),
+        ({"temperature": 0.7}, "temperature"),
+        ({"n": 2}, "n"),
+        ({"cache": False}, "opt-out"),
+        ({"cache": {"no-store": True}}, "opt-out"),
+    ],
+)
+async def test_requests_the_cache_may_not_serve_go_upstream_every_time(
+    change: dict[str, Any], reason: str
+) -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        fields = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+        for _ in range(2):
+            response = await env.chat(**fields)
+            assert response.status == 200
+            assert response.headers["x-gateway-cache"] == "bypass"
+            assert response.headers["x-gateway-cache-reason"] == reason
+        assert env.upstream.calls == 2
+        assert "cache" not in env.upstream.sent_json()  # ours: never sent upstream
+
+
+@pytest.mark.parametrize("directive", ["no-store", "no-cache", "max-age=0, no-cache"])
+async def test_cache_control_on_the_request_bypasses_the_cache(directive: str) -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        payload = {"model": "gpt-fake", **BASE}
+        response = await env.recorder.request(
+            "POST",
+            "/v1/chat/completions",
+            json=payload,
+            headers={**env.auth(), "cache-control": directive},
+        )
+        assert response.headers["x-gateway-cache"] == "bypass"
+        assert env.upstream.calls == 2
+
+
+async def test_a_cache_field_of_the_wrong_type_is_a_400() -> None:
+    async with provisioned("scale") as env:
+        response = await env.chat(**BASE, cache="yes")
+        assert response.status == 400
+        assert response.json()["error"]["param"] == "cache"
+        assert env.upstream.calls == 0
+
+
+TOOL = {
+    "type": "function",
+    "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "gpt-other"},
+        {"messages": [{"role": "system", "content": "Be kind."}, *BASE["messages"][1:]]},
+        {"messages": [*BASE["messages"][:1], {"role": "user", "content": "And of Spain?"}]},
+        {"messages": [*BASE["messages"], {"role": "assistant", "content": "Paris."}]},
+        {"tools": [TOOL]},
+        {"tools": [TOOL], "tool_choice": "required"},
+        {"response_format": {"type": "json_object"}},
+        {"top_p": 0.5},
+        {"seed": 7},
+        {"max_tokens": 5},
+        {"stop": ["."]},
+        {"presence_penalty": 0.5},
+        {"logprobs": True},
+        {"reasoning_effort": "high"},
+    ],
+    ids=lambda change: "-".join(change),
+)
+async def test_a_request_that_differs_in_one_thing_never_hits(change: dict[str, Any]) -> None:
+    async with provisioned("scale", **PRICED) as env:
+        env.upstream.json_body = answer()
+        base = {"tools": [TOOL]} if "tool_choice" in change else {}
+        assert (await env.chat(**BASE, **base)).headers["x-gateway-cache"] == "miss"
+        response = await env.chat(**{**BASE, **change})
+        assert response.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 2
+
+
+async def test_another_workspaces_request_never_hits() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        other = await env.gateway.workspaces.create("other@example.com", plan="scale")
+        made = await env.gateway.keys.create(other.id)
+        response = await env.chat(key=made.secret, **BASE)
+        assert response.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 2
+
+
+async def test_the_shared_scope_serves_every_workspace() -> None:
+    async with provisioned("scale", cache={"scope": "shared"}) as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        other = await env.gateway.workspaces.create("other@example.com", plan="scale")
+        made = await env.gateway.keys.create(other.id)
+        response = await env.chat(key=made.secret, **BASE)
+        assert response.headers["x-gateway-cache"] == "hit"
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        {"json_body": answer(finish="length")},
+        {"json_body": answer(finish="content_filter")},
+        {"status": 500, "json_body": {"error": {"message": "boom", "type": "server_error"}}},
+        {"status": 400, "json_body": {"error": {"message": "bad", "type": "invalid_request"}}},
+        {
+            "json_body": {
+                **answer(),
+                "choices": [answer()["choices"][0], {**answer()["choices"][0], "index": 1}],
+            }
+        },
+    ],
+    ids=["length", "content-filter", "500", "400", "two-choices"],
+)
+async def test_answers_that_are_not_whole_are_never_stored(upstream: dict[str, Any]) -> None:
+    async with provisioned("scale") as env:
+        for name, value in upstream.items():
+            setattr(env.upstream, name, value)
+        await env.chat(**BASE)
+        env.clock.advance(60)  # past a cooldown the 500s started
+        calls = env.upstream.calls
+        again = await env.chat(**BASE)
+        assert again.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls > calls
+
+
+async def test_a_streamed_answer_is_stored_and_served_as_json_and_as_a_stream() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.stream = streamed("Par", "is", ".")
+        first = await env.chat(**BASE, stream=True)
+        assert first.headers["x-gateway-cache"] == "miss"
+        assert text_of(first) == "Paris."
+        env.upstream.stream = None
+        as_json = await env.chat(**BASE)
+        assert as_json.headers["x-gateway-cache"] == "hit"
+        assert as_json.json()["choices"][0]["message"]["content"] == "Paris."
+        replay = await env.chat(**BASE, stream=True)
+        assert replay.headers["x-gateway-cache"] == "hit"
+        assert replay.headers["content-type"].startswith("text/event-stream")
+        events = replay.events()
+        assert events[-1] == "[DONE]"
+        assert text_of(replay) == "Paris."
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+        assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        assert not any("usage" in c for c in chunks)  # the client did not ask for it
+        with_usage = await env.chat(**BASE, stream=True, stream_options={"include_usage": True})
+        last = json.loads(with_usage.events()[-2])
+        assert last["choices"] == []
+        assert last["usage"]["total_tokens"] == 23
+        assert env.upstream.calls == 1
+
+
+async def test_a_cut_stream_is_never_stored() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.stream = ScriptedStream([chunk(role="assistant"), chunk("Par")])
+        await env.chat(**BASE, stream=True)
+        env.upstream.stream = None
+        env.upstream.json_body = answer()
+        again = await env.chat(**BASE)
+        assert again.headers["x-gateway-cache"] == "miss"
+
+
+async def test_tool_calls_are_stored_and_replayed_per_call() -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": json.dumps({"q": "x" * 600})},
+    }
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer(None, "tool_calls", tool_calls=[call])  # type: ignore[arg-type]
+        await env.chat(**BASE, tools=[TOOL])
+        hit = await env.chat(**BASE, tools=[TOOL])
+        assert hit.headers["x-gateway-cache"] == "hit"
+        message = hit.json()["choices"][0]["message"]
+        assert message["tool_calls"] == [call]
+        assert message["content"] is None
+        replay = await env.chat(**BASE, tools=[TOOL], stream=True)
+        arguments = "".join(
+            d["function"].get("arguments", "")
+            for e in replay.events()[:-1]
+            for d in json.loads(e)["choices"][0]["delta"].get("tool_calls") or ()
+        )
+        assert json.loads(arguments) == {"q": "x" * 600}
+
+
+async def test_a_purge_empties_the_workspaces_answers_only() -> None:
+    async with provisioned("scale", **PRICED) as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        await env.chat(**BASE, model="gpt-other")
+        purge = await env.recorder.request(
+            "DELETE",
+            f"/api/v1/workspaces/{env.workspace_id}/cache?model=gpt-other",
+            headers=env.auth(),
+        )
+        assert purge.status == 200
+        assert purge.json()["purged"] == 1
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "hit"
+        assert (await env.chat(**BASE, model="gpt-other")).headers["x-gateway-cache"] == "miss"
+        purge = await env.recorder.request(
+            "DELETE", f"/api/v1/workspaces/{env.workspace_id}/cache", headers=env.auth()
+        )
+        assert purge.json()["purged"] == 2
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "miss"
+
+
+async def test_a_purge_asks_for_a_model_name() -> None:
+    async with provisioned("scale") as env:
+        for query in ("?model=%20bad", "?everything=1"):
+            response = await env.recorder.request(
+                "DELETE", f"/api/v1/workspaces/{env.workspace_id}/cache{query}", headers=env.auth()
+            )
+            assert response.status == 400
+
+
+async def test_the_workspaces_counts_and_hit_rate() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        await env.chat(**BASE)
+        await env.chat(**BASE)
+        await env.chat(messages=BASE["messages"])  # no temperature: bypass
+        stats = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/cache", headers=env.auth()
+        )
+        body = stats.json()
+        assert (body["hits"], body["misses"], body["bypasses"], body["stored"]) == (2, 1, 1, 1)
+        assert body["hit_rate"] == pytest.approx(2 / 3, abs=1e-4)
+        assert body["entries"] == 1
+        assert body["bytes"] > 0
+
+
+async def test_monitor_mode_never_serves_but_says_what_would_have_hit() -> None:
+    async with provisioned("scale", cache={"mode": "monitor"}) as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        again = await env.chat(**BASE)
+        assert again.headers["x-gateway-cache"] == "miss"
+        assert again.headers["x-gateway-cache-monitor"] == "hit"
+        assert env.upstream.calls == 2
+
+
+async def test_off_is_off() -> None:
+    async with provisioned("scale", cache={"mode": "off"}) as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        again = await env.chat(**BASE)
+        assert "x-gateway-cache" not in again.headers
+        assert env.upstream.calls == 2
+
+
+async def test_a_refused_request_is_never_served_from_the_cache() -> None:
+    async with provisioned("tiny") as env:  # 5 requests included
+        env.upstream.json_body = answer()
+        statuses = []
+        for _ in range(7):
+            statuses.append((await env.chat(**BASE)).status)
+            env.clock.advance(30)  # within the burst limit
+        assert statuses[:5] == [200] * 5
+        assert set(statuses[5:]) == {402}  # the quota is spent: a hit is refused too
+
+
+@pytest.mark.parametrize("pii_scope", ["full", "cache"])
+async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_scope: str) -> None:
+    email = "anna.lindqvist@example.se"
+    question = {"role": "user", "content": f"Write to {email} please."}
+    pii = {"mode": "enforce", "scope": pii_scope, "kinds": ["EMAIL"]}
+    async with provisioned("scale", pii=pii) as env:
+        if pii_scope == "full":
+            env.upstream.json_body = answer("Sent to <EMAIL_1>.".replace("1", "{n}"))
+        else:
+            env.upstream.json_body = answer(f"Sent to {email}.")
+        first = await env.chat(messages=[question], temperature=0)
+        if pii_scope == "full":
+            placeholder = env.upstream.sent_json()["messages"][0]["content"].split()[2]
+            env.upstream.json_body = answer(f"Sent to {placeholder}.")
+            env.gateway.cache.store.purge()
+            first = await env.chat(messages=[question], temperature=0)
+        assert first.json()["choices"][0]["message"]["content"] == f"Sent to {email}."
+        hit = await env.chat(messages=[question], temperature=0)
+        assert hit.headers["x-gateway-cache"] == "hit"
+        assert hit.json()["choices"][0]["message"]["content"] == f"Sent to {email}."
+        replay = await env.chat(messages=[question], temperature=0, stream=True)
+        assert text_of(replay) == f"Sent to {email}."
+        kept = list(env.gateway.cache.store._entries.items())
+        assert len(kept) == 1
+        key, (_, stored) = kept[0]
+        assert isinstance(key, CacheKey)
+        assert email not in json.dumps(stored.message)
+        assert "<EMAIL_" in stored.message["content"]
