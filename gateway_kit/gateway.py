@@ -163,11 +163,11 @@ class Gateway:
             self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
             self._pii_settings = PIISettingsStore(storage, changes=changes)
             self._cache = AnswerCache(storage, changes, self.config.cache)
-            if cache_ttl > 0:
-                # Polls the change feed: cached keys, plans, caps and billing stay current.
-                feed_tasks = await stack.enter_async_context(anyio.create_task_group())
-                stack.callback(feed_tasks.cancel_scope.cancel)  # runs first on exit
-                await feed_tasks.start(changes.run)
+            # Polls the change feed: cached keys, plans, caps and billing stay current, and
+            # purges of the answer cache made elsewhere arrive.
+            feed_tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(feed_tasks.cancel_scope.cancel)  # runs first on exit
+            await feed_tasks.start(changes.run)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)

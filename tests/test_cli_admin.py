@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +193,37 @@ def test_status_reports_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
         )
     assert code == 1
     assert "no answer from" in capsys.readouterr().err
+
+
+def test_cache_stats_and_a_purge_that_reaches_the_running_gateway(
+    served: tuple[str, str], config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base_url, key = served
+    headers = {"authorization": f"Bearer {key}"}
+    cached = {**HELLO, "temperature": 0}
+
+    def ask() -> str:
+        response = httpx.post(f"{base_url}/v1/chat/completions", json=cached, headers=headers)
+        assert response.status_code == 200
+        return response.headers["x-gateway-cache"]
+
+    assert [ask(), ask()] == ["miss", "hit"]
+    me = httpx.get(f"{base_url}/v1/me", headers=headers).json()
+    workspace = me["workspace_id"]
+    cfg = ["--config", str(config_file)]
+    stats = run_json(capsys, "cache", "stats", "--workspace", workspace, *cfg)
+    assert stats == {
+        "workspace_id": workspace,
+        "hits": 1,
+        "misses": 1,
+        "bypasses": 0,
+        "stored": 1,
+        "hit_rate": 0.5,
+    }
+    run_json(capsys, "cache", "purge", "--workspace", workspace, *cfg)
+    deadline = time.monotonic() + 5  # the gateway polls the feed every second
+    while ask() == "hit":
+        assert time.monotonic() < deadline, "the purge never reached the gateway"
+        time.sleep(0.2)
+    assert main(["cache", "purge", "--all", "--model", "bad name", *cfg]) == 2
+    assert "--model" in capsys.readouterr().err

@@ -12,6 +12,7 @@ import anyio
 import httpx
 import openai
 import pytest
+from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from gateway_kit import GatewayConfig, ModelConfig, ProviderConfig, create_app
 from gateway_kit._asgi import Message, Receive, Scope, Send
@@ -72,6 +73,43 @@ def test_pii_masking_through_the_openai_sdk_without_auth() -> None:
         )
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
         assert text == f"This is a mock reply from gateway-kit to: {prompt}"
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["text", "tool-calls"])
+def test_a_stream_served_from_the_cache_reads_like_a_live_one_to_the_openai_sdk(
+    client: openai.OpenAI, tools: bool
+) -> None:
+    """The SDK's own accumulation of a replayed stream equals that of the live one (but the
+    id and time each answer has of its own), usage included when asked, and chunk by chunk
+    the SDK parses the same fields."""
+    question = "Where is the weather nicest today?" if tools else "Cache this, please"
+    asked: dict[str, Any] = {
+        "model": "mock-large",
+        "messages": [{"role": "user", "content": question}],
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        asked |= {"tools": [WEATHER_TOOL], "tool_choice": "required"}
+
+    def streamed() -> tuple[str, Any, list[Any]]:
+        raw = client.chat.completions.with_raw_response.create(**asked, stream=True)
+        chunks = list(raw.parse())
+        # What the SDK's stream helper (`client.chat.completions.stream`) makes of them.
+        accumulated = ChatCompletionStreamState(input_tools=asked.get("tools", openai.omit))
+        for piece in chunks:
+            accumulated.handle_chunk(piece)
+        return raw.headers["x-gateway-cache"], accumulated.get_final_completion(), chunks
+
+    live_state, live, live_chunks = streamed()
+    hit_state, hit, hit_chunks = streamed()
+    assert (live_state, hit_state) == ("miss", "hit")
+    ignored = {"id", "created", "system_fingerprint"}
+    assert hit.model_dump(exclude=ignored) == live.model_dump(exclude=ignored)
+    assert hit.choices[0].finish_reason == ("tool_calls" if tools else "stop")
+    assert hit_chunks[-1].usage == live_chunks[-1].usage
+    fields = {frozenset(c.model_dump(exclude_unset=True)) for c in live_chunks}
+    assert {frozenset(c.model_dump(exclude_unset=True)) for c in hit_chunks} <= fields
 
 
 def test_openai_sdk_streaming(client: openai.OpenAI) -> None:

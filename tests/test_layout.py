@@ -1,11 +1,12 @@
 """The tree reads as the architecture: lower folders never import higher ones.
 
 The order, lowest first (DESIGN.md section 3b): the foundations (errors, the SSE format, the
-private ASGI plumbing), storage, configuration, events, accounts, cost, providers, webhooks and
-payments, the ``Gateway`` that owns them, the operator's actions on it (``admin``), the request
-pipeline, the chat route, the policy layers, the stack that orders them, the management API,
-the app that mounts it all, and the tools on top (CLI, benchmarks, testing helpers). A module
-may import its own level and any level below, never above.
+private ASGI plumbing), storage, configuration, events, accounts, cost, providers, webhooks,
+payments, routing and the answer cache's state, the ``Gateway`` that owns them, the
+operator's actions on it (``admin``), the request pipeline, the chat route, the policy
+layers, the stack that orders them, the management API, the app that mounts it all, and the
+tools on top (CLI, benchmarks, testing helpers). A module may import its own level and any
+level below, never above.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ LEVELS: list[set[str]] = [
     {"accounts"},
     {"cost"},
     {"providers"},
-    {"webhooks", "payments", "routing"},
+    {"webhooks", "payments", "routing", "cache"},
     {"gateway"},
     {"admin"},
     {"pipeline"},

@@ -55,7 +55,19 @@ from gateway_kit._ttl import TTLMap
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import Storage
 
-__all__ = ["FEED_KEY", "Change", "ChangeFeed", "FeedCache", "FeedListener", "Topic"]
+__all__ = [
+    "FEED_KEY",
+    "LISTEN_INTERVAL_S",
+    "Change",
+    "ChangeFeed",
+    "FeedCache",
+    "FeedListener",
+    "Topic",
+]
+
+#: Seconds between polls of a feed that caches nothing but has listeners (purges of the
+#: answer cache reach every process within this).
+LISTEN_INTERVAL_S = 1.0
 
 logger = logging.getLogger("gateway_kit.accounts.changes")
 
@@ -191,6 +203,7 @@ class ChangeFeed:
         self.rand = rand
         self._length = length
         self._caches: dict[str, list[FeedListener]] = {}
+        self._listened = False
         #: Moves whenever entries are dropped: a read begun before it moved is not cached.
         self.version = 0
         # What this process has applied: nothing yet (its first poll starts it off).
@@ -215,7 +228,10 @@ class ChangeFeed:
     @property
     def interval(self) -> float:
         """Seconds between polls: a quarter of ``cache_ttl``, so that a poll or two may fail
-        before the cache stops being trusted."""
+        before the cache stops being trusted (``LISTEN_INTERVAL_S`` when nothing is cached
+        and only listeners follow the feed)."""
+        if not self.caching:
+            return LISTEN_INTERVAL_S
         return max(self.cache_ttl / 4, 0.01)
 
     def fresh(self) -> bool:
@@ -228,8 +244,10 @@ class ChangeFeed:
 
     def listen(self, listener: FeedListener) -> None:
         """Have ``listener`` told of its topic's changes (``drop``) and of resets (``clear``),
-        as the feed's own caches are (the answer cache's store listens for purges)."""
+        as the feed's own caches are (the answer cache's store listens for purges). The feed
+        is then polled even with ``cache_ttl`` 0 (every ``LISTEN_INTERVAL_S``)."""
         self._register(listener)
+        self._listened = True
 
     # -- writers ------------------------------------------------------------------------------
 
@@ -299,8 +317,9 @@ class ChangeFeed:
     # -- the background loop ------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Poll now, report started, then every ``interval`` (or at ``wake``) until cancelled."""
-        if not self.caching:
+        """Poll now, report started, then every ``interval`` (or at ``wake``) until cancelled.
+        With nothing cached and no listener, there is nothing to poll for: it returns."""
+        if not self.caching and not self._listened:
             task_status.started()
             return
         await self._poll_logged()

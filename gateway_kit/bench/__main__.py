@@ -15,6 +15,7 @@ BENCHMARKS = {
     "guardian": "what Guardian adds for a 2 KB prompt and a 200 KB agent conversation",
     "pii": "what PII masking and restore add for a 2 KB prompt, a 50 KB conversation, a stream",
     "pii_corpus": "PII detection's precision and recall per kind on a labelled corpus",
+    "cache": "an exact hit in-process, and hits against misses in req/s at c=32",
 }
 
 

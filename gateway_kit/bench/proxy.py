@@ -174,6 +174,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
             "guardian": GUARDIAN_FAR_ABOVE_THE_LOAD if args.guardian else {"mode": "off"},
             # PII masking is measured by `bench pii` (which passes --pii).
             "pii": {"mode": "enforce" if getattr(args, "pii", False) else "off"},
+            # The answer cache is measured by `bench cache` (which passes --cache).
+            "cache": {"mode": "enforce" if getattr(args, "cache", False) else "off"},
             "default_plan": "bench",
         }
     )
@@ -246,6 +248,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", action="store_true", help=hidden)
     parser.add_argument("--guardian", action="store_true", help=hidden)
     parser.add_argument("--pii", action="store_true", help=hidden)
+    parser.add_argument("--cache", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------

@@ -33,7 +33,8 @@ _PIECE = 256
 @dataclass(frozen=True, slots=True)
 class CachedAnswer:
     """The model that answered, its message (``role``, ``content``, ``tool_calls``,
-    ``refusal``), the finish, the usage as reported, and the size it takes in the store."""
+    ``refusal``), the finish, the usage (as priced, and as the upstream wrote it when it was
+    seen: served again as it was), and the size it takes in the store."""
 
     model: str
     message: dict[str, Any]
@@ -41,6 +42,7 @@ class CachedAnswer:
     usage: Usage
     system_fingerprint: str | None = None
     size: int = 0
+    reported_usage: dict[str, Any] | None = None
 
     @classmethod
     def of_body(cls, document: Any, usage: Usage) -> CachedAnswer | None:
@@ -57,12 +59,14 @@ class CachedAnswer:
             return None
         model = document.get("model")
         fingerprint = document.get("system_fingerprint")
+        reported = document.get("usage")
         return cls.made(
             model if isinstance(model, str) else "",
             message,
             finish,
             usage,
             fingerprint if isinstance(fingerprint, str) else None,
+            reported if isinstance(reported, dict) else None,
         )
 
     @classmethod
@@ -73,11 +77,16 @@ class CachedAnswer:
         finish: str,
         usage: Usage,
         fingerprint: str | None = None,
+        reported_usage: dict[str, Any] | None = None,
     ) -> CachedAnswer:
         kept = {key: value for key, value in message.items() if value is not None}
         kept.setdefault("role", "assistant")
-        size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode()) + 200
-        return cls(model, kept, finish, usage, fingerprint, size)
+        size = len(json.dumps([kept, reported_usage], ensure_ascii=False).encode()) + 200
+        return cls(model, kept, finish, usage, fingerprint, size, reported_usage)
+
+    def usage_json(self) -> dict[str, Any]:
+        """The usage as the upstream reported it, else as OpenAI would from the counts."""
+        return self.reported_usage if self.reported_usage is not None else usage_json(self.usage)
 
     def body(self) -> bytes:
         """A ``chat.completion`` body of this answer, with an id and a time of its own."""
@@ -95,7 +104,7 @@ class CachedAnswer:
                     "finish_reason": self.finish_reason,
                 }
             ],
-            "usage": usage_json(self.usage),
+            "usage": self.usage_json(),
         }
         if self.system_fingerprint is not None:
             document["system_fingerprint"] = self.system_fingerprint
@@ -139,9 +148,7 @@ class CachedAnswer:
                 events.append(chunk({"tool_calls": [piece]}))
         events.append(chunk({}, self.finish_reason))
         if include_usage:
-            events.append(
-                SSEEvent.of_json({**head, "choices": [], "usage": usage_json(self.usage)})
-            )
+            events.append(SSEEvent.of_json({**head, "choices": [], "usage": self.usage_json()}))
         events.append(SSEEvent(DONE))
         return events
 
@@ -149,7 +156,16 @@ class CachedAnswer:
 class StreamAssembler:
     """Puts a streamed answer's chunks back together into the message they spell out."""
 
-    __slots__ = ("_calls", "_content", "_refusal", "broken", "fingerprint", "finish", "model")
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_refusal",
+        "broken",
+        "fingerprint",
+        "finish",
+        "model",
+        "reported_usage",
+    )
 
     def __init__(self) -> None:
         self._content: list[str] = []
@@ -159,6 +175,8 @@ class StreamAssembler:
         self.finish: str | None = None
         self.model = ""
         self.fingerprint: str | None = None
+        #: The usage chunk's ``usage``, when it passed (the client asked for it).
+        self.reported_usage: dict[str, Any] | None = None
         #: Set when the stream is not one answer (several choices, an error, a bad chunk).
         self.broken = False
 
@@ -177,6 +195,9 @@ class StreamAssembler:
         fingerprint = chunk.get("system_fingerprint")
         if isinstance(fingerprint, str):
             self.fingerprint = fingerprint
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.reported_usage = usage
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 self.broken = True
@@ -232,7 +253,9 @@ class StreamAssembler:
                 }
                 for _, call in sorted(self._calls.items())
             ]
-        return CachedAnswer.made(self.model, message, self.finish, usage, self.fingerprint)
+        return CachedAnswer.made(
+            self.model, message, self.finish, usage, self.fingerprint, self.reported_usage
+        )
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:

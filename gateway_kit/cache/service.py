@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.cache.store import LocalCacheStore, StoreFigures, purge_ident
+from gateway_kit.config import Mode
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.storage import Storage
 
@@ -58,7 +59,8 @@ class AnswerCache:
             max_entry_bytes=config.max_entry_bytes,
             ttl_s=config.ttl_s,
         )
-        changes.listen(self.store)
+        if config.mode is not Mode.OFF:
+            changes.listen(self.store)
 
     def scope_of(self, workspace_id: str | None) -> str:
         """Where a workspace's entries are: its own scope, or the shared one."""
@@ -80,11 +82,3 @@ class AnswerCache:
         hits, misses, bypasses, stored = (int(raw) if raw else 0 for raw in counts)
         figures = self.store.figures(self.scope_of(workspace_id))
         return CacheStats(hits, misses, bypasses, stored, figures)
-
-
-async def publish_purge(
-    storage: Storage, workspace_id: str | None, model: str | None, *, shared: bool
-) -> None:
-    """A purge made outside a gateway (the CLI): published for the gateways to apply."""
-    scope = None if workspace_id is None else (SHARED_SCOPE if shared else workspace_id)
-    await ChangeFeed(storage, cache_ttl=0).publish(("cache", purge_ident(scope, model)))

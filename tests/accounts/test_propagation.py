@@ -46,13 +46,13 @@ async def memory(clock: FakeClock) -> AsyncIterator[tuple[Any, Any]]:
 
 @asynccontextmanager
 async def two_gateways(
-    storages: tuple[Any, Any], clock: FakeClock, cache_ttl: float = TTL
+    storages: tuple[Any, Any], clock: FakeClock, cache_ttl: float = TTL, **fields: Any
 ) -> AsyncIterator[tuple[Gateway, Gateway, StorageSpy]]:
     first, second = storages
     spy = StorageSpy(second)
     async with (
-        Gateway(config(cache_ttl), storage=first, clock=clock) as a,
-        Gateway(config(cache_ttl), storage=spy, clock=clock) as b,
+        Gateway(config(cache_ttl, **fields), storage=first, clock=clock) as a,
+        Gateway(config(cache_ttl, **fields), storage=spy, clock=clock) as b,
     ):
         yield a, b, spy
 
@@ -234,7 +234,8 @@ async def test_the_background_loop_carries_a_revocation(
 async def test_with_cache_ttl_zero_every_read_asks_storage(
     storages: tuple[Any, Any], clock: FakeClock
 ) -> None:
-    async with two_gateways(storages, clock, cache_ttl=0) as (a, b, spy):
+    off = {"cache": {"mode": "off"}}  # the answer cache listens to the feed: see below
+    async with two_gateways(storages, clock, cache_ttl=0, **off) as (a, b, spy):
         workspace = await a.workspaces.create("team@example.com")
         made = await a.keys.create(workspace.id)
         for _ in range(3):
@@ -244,6 +245,29 @@ async def test_with_cache_ttl_zero_every_read_asks_storage(
         assert spy.polls() == 0  # nothing cached, nothing to poll for
         await a.keys.revoke(workspace.id, made.key.key_id)
         assert await b.keys.authenticate(made.secret) is None
+
+
+async def test_a_purge_of_the_answer_cache_reaches_the_other_instance(
+    storages: tuple[Any, Any], clock: FakeClock
+) -> None:
+    """Answers are kept per process; a purge on one reaches the others through the feed,
+    which is polled for it even when no account record is cached (``cache_ttl`` 0)."""
+    from gateway_kit.cache import CachedAnswer, CacheKey
+    from gateway_kit.cost.usage import Usage
+
+    answer = CachedAnswer.made("m", {"content": "hi"}, "stop", Usage(1, 1))
+    async with two_gateways(storages, clock, cache_ttl=0) as (a, b, _):
+        for gateway in (a, b):
+            gateway.cache.store.put(CacheKey("ws_a", "m", "k1"), answer)
+            gateway.cache.store.put(CacheKey("ws_b", "m", "k1"), answer)
+        assert await a.cache.purge("ws_a") == 1
+        assert len(b.cache.store) == 2  # not polled yet
+        await b.keys.changes.next_poll()
+        assert b.cache.store.get(CacheKey("ws_a", "m", "k1")) is None
+        assert b.cache.store.get(CacheKey("ws_b", "m", "k1")) is not None
+        await a.cache.purge(None)  # everything
+        await b.keys.changes.next_poll()
+        assert len(b.cache.store) == 0
 
 
 async def test_a_key_revoked_by_the_cli_stops_working_in_a_running_gateway(

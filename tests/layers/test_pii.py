@@ -279,3 +279,20 @@ async def test_bad_workspace_settings_are_refused_and_change_nothing(
 def test_configuration_mistakes_are_named(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GatewayConfig.model_validate({"pii": {"mode": "enforce", **fields}})
+
+
+async def test_guardian_keeps_no_raw_text_past_the_request_when_masking_is_on() -> None:
+    """Guardian remembers a long conversation's last messages to spare re-reading them; with
+    masking on it keeps only digests: the raw values live in the request's context only."""
+    from gateway_kit.layers.guardian import facts
+
+    email = "rare.person.4711@example.se"
+    history = [user(f"Step {i}: write to {email}") for i in range(20)]
+    guardian = {"mode": "enforce"}
+    for mode, kept in (("off", True), ("enforce", False)):
+        facts._PREFIXES._entries.clear()
+        async with provisioned("scale", pii={"mode": mode}, guardian=guardian) as env:
+            response = await ask(env, *history, {"role": "assistant", "content": "ok"}, user("go"))
+            assert response.status == 200
+        held = json.dumps([entry[0] for entry in facts._PREFIXES._entries.values()])
+        assert (email in held) is kept

@@ -224,5 +224,10 @@ def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
             for call in calls
         ]
     return CachedAnswer.made(
-        answer.model, message, answer.finish_reason, answer.usage, answer.system_fingerprint
+        answer.model,
+        message,
+        answer.finish_reason,
+        answer.usage,
+        answer.system_fingerprint,
+        answer.reported_usage,
     )

@@ -108,9 +108,10 @@ class MessageFacts(NamedTuple):
     role: str
     #: The canonical message's digest (16 bytes).
     digest: bytes
-    #: An assistant turn's tool calls (names and canonical arguments), or ``None``.
+    #: An assistant turn's tool calls: the digest of their names and canonical arguments, or
+    #: ``None``.
     tool_calls: bytes | None
-    #: A tool result that reads as an error: its tool call's canonical text, or ``None``.
+    #: A tool result that reads as an error: the digest of its text, or ``None``.
     tool_error: bytes | None
     #: Estimated tokens (``cost.tokens``), framing included.
     tokens: int
@@ -148,12 +149,16 @@ _PARAMS_KEPT = 8
 _PREFIX_FROM = 16
 
 
-def facts_of(payload: Mapping[str, Any]) -> RequestFacts:
-    """The facts of a chat request (validated: ``messages`` is a list of objects)."""
+def facts_of(payload: Mapping[str, Any], *, keep_messages: bool = True) -> RequestFacts:
+    """The facts of a chat request (validated: ``messages`` is a list of objects).
+
+    ``keep_messages=False`` leaves ``Prefixes`` out: it keeps a conversation's last messages
+    as they came, raw text included, which PII masking forbids (raw values live in the
+    request's context only). The facts remembered (``MessageMemo``) are digests and counts."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
         messages = []
-    head = _head(messages) if len(messages) >= _PREFIX_FROM else None
+    head = _head(messages) if keep_messages and len(messages) >= _PREFIX_FROM else None
     same, known = (0, None) if head is None else _PREFIXES.find(head, messages)
     listed = known[:same] if known is not None else []
     memo = _MEMO

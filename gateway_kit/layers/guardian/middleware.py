@@ -68,6 +68,8 @@ class GuardianMiddleware(GatewayLayer):
         self.day_spend = DaySpend(gateway.clock)
         self._windows: dict[str, int | None] = {}
         self._header = config.conversation_header.lower().encode()
+        # With PII masking on, nothing keeps a request's raw text past the request.
+        self._keep_messages = gateway.config.pii.mode is not Mode.ENFORCE
 
     def passes(self, scope: Scope) -> bool:
         return self.request_kind != "chat" or super().passes(scope)
@@ -100,7 +102,7 @@ class GuardianMiddleware(GatewayLayer):
                 await self.refuse(ctx, send, refusal)
                 return None
             return receive
-        facts = facts_of(payload)
+        facts = facts_of(payload, keep_messages=self._keep_messages)
         request_hash = self.recorder.request_hash(secret, facts.canonical)
         trips = [t for t in await self._stateless(rules, payload, facts) if t is not None]
         plan = self.policy.plan(rules)

@@ -1,0 +1,177 @@
+"""The cache's parts without ASGI: eligibility and keys (``CachePolicy``), the in-process store's
+bounds (``LocalCacheStore``), and answers kept and served again (``CachedAnswer``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gateway_kit.cache import CachedAnswer, CacheKey, LocalCacheStore, StreamAssembler
+from gateway_kit.config.cache import CacheConfig
+from gateway_kit.cost.usage import Usage
+from gateway_kit.layers.cache.policy import CachePolicy
+from gateway_kit.testing import FakeClock
+
+SECRET = b"s" * 32
+REQUEST: dict[str, Any] = {
+    "model": "gpt-fake",
+    "messages": [{"role": "user", "content": "hi"}],
+    "temperature": 0,
+}
+
+
+def policy(**fields: Any) -> CachePolicy:
+    return CachePolicy(CacheConfig(**fields))
+
+
+def answer(content: str = "hello", **usage: int) -> CachedAnswer:
+    return CachedAnswer.made("m", {"content": content}, "stop", Usage(10, 2, **usage))
+
+
+@pytest.mark.parametrize(
+    ("change", "header", "reason"),
+    [
+        ({}, "", None),
+        ({"temperature": 0.0}, "", None),
+        ({"n": 1}, "", None),
+        ({"temperature": None}, "", "temperature-unset"),
+        ({"temperature": 0.1}, "", "temperature"),
+        ({"temperature": "0"}, "", "temperature"),
+        ({"n": 3}, "", "n"),
+        ({"cache": False}, "", "opt-out"),
+        ({"cache": {"no-cache": True}}, "", "opt-out"),
+        ({"cache": {"no-cache": False}}, "", None),
+        ({"cache": True}, "", None),
+        ({}, "no-store", "cache-control"),
+        ({}, "max-age=0, No-Cache", "cache-control"),
+        ({}, "max-age=60", None),
+    ],
+)
+def test_what_may_be_served_from_the_cache(
+    change: dict[str, Any], header: str, reason: str | None
+) -> None:
+    payload = {k: v for k, v in {**REQUEST, **change}.items() if v is not None}
+    assert policy().bypass_reason(payload, header) == reason
+
+
+def test_a_configured_maximum_temperature() -> None:
+    assert policy(max_temperature=0.5).bypass_reason({**REQUEST, "temperature": 0.5}, "") is None
+    assert policy(max_temperature=0.5).bypass_reason({**REQUEST, "temperature": 0.6}, "")
+
+
+def test_the_key_ignores_order_and_volatile_fields_and_names_the_resolved_model() -> None:
+    cache = policy()
+    key = cache.key(REQUEST, "gpt-fake", SECRET)
+    reordered = dict(reversed(list(REQUEST.items())))
+    assert cache.key(reordered, "gpt-fake", SECRET) == key
+    volatile = {**REQUEST, "stream": True, "stream_options": {"include_usage": True}}
+    volatile |= {"user": "u", "metadata": {"a": "b"}, "store": True, "cache": True}
+    assert cache.key(volatile, "gpt-fake", SECRET) == key
+    assert cache.key({**REQUEST, "model": "auto"}, "gpt-fake", SECRET) == key
+    assert cache.key(REQUEST, "gpt-other", SECRET) != key
+    assert cache.key(REQUEST, "gpt-fake", b"t" * 32) != key  # keyed: the secret matters
+    assert cache.key({**REQUEST, "unknown_field": 1}, "gpt-fake", SECRET) != key
+
+
+def test_the_store_keeps_at_most_its_entries_least_recently_used_first() -> None:
+    store = LocalCacheStore(max_entries=2, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60)
+    one, two, three = (CacheKey("ws", "m", str(i)) for i in range(3))
+    store.put(one, answer())
+    store.put(two, answer())
+    assert store.get(one) is not None  # one is now the most recent
+    store.put(three, answer())
+    assert store.get(two) is None
+    assert store.get(one) is not None
+    assert store.get(three) is not None
+    assert store.evicted == 1
+
+
+def test_the_store_keeps_at_most_its_bytes() -> None:
+    size = answer("x" * 1000).size
+    store = LocalCacheStore(max_entries=100, max_bytes=size * 3, max_entry_bytes=size * 2, ttl_s=60)
+    for index in range(10):
+        assert store.put(CacheKey("ws", "m", str(index)), answer("x" * 1000))
+        assert store.figures().bytes <= size * 3
+    assert len(store) == 3
+    assert not store.put(CacheKey("ws", "m", "big"), answer("x" * 5000))  # over an entry's
+    assert store.get(CacheKey("ws", "m", "big")) is None
+
+
+def test_entries_expire_after_their_time_to_live() -> None:
+    clock = FakeClock(1000.0)
+    store = LocalCacheStore(
+        max_entries=10, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60, clock=clock
+    )
+    key = CacheKey("ws", "m", "k")
+    store.put(key, answer())
+    clock.advance(59)
+    assert store.get(key) is not None
+    clock.advance(2)
+    assert store.get(key) is None
+    assert store.figures().entries == 0
+
+
+def test_purges_by_scope_model_and_everything_and_from_the_feed() -> None:
+    store = LocalCacheStore(max_entries=10, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60)
+    for scope in ("ws_a", "ws_b"):
+        for model in ("m1", "org/m2"):
+            store.put(CacheKey(scope, model, "k"), answer())
+    assert store.purge("ws_a", "org/m2") == 1
+    assert store.figures("ws_a").entries == 1
+    store.drop("*/m1")  # every scope's m1 (the feed's form)
+    assert store.figures().entries == 1
+    store.drop("ws_b")
+    assert store.figures().entries == 0
+    assert store.figures().bytes == 0
+
+
+def test_a_stream_put_back_together_serves_as_json_and_as_chunks() -> None:
+    stream = StreamAssembler()
+    stream.add({"model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+    for piece in ("Hel", "lo ", "wörld"):
+        stream.add({"choices": [{"index": 0, "delta": {"content": piece}}]})
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f"}}
+    stream.add({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+    for piece in ('{"a"', ": 1}"):
+        arguments = {"index": 0, "function": {"arguments": piece}}
+        stream.add({"choices": [{"index": 0, "delta": {"tool_calls": [arguments]}}]})
+    stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    kept = stream.answer(Usage(5, 4))
+    assert kept is not None
+    message = json.loads(kept.body())["choices"][0]["message"]
+    assert message["content"] == "Hello wörld"
+    assert message["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    ]
+    events = kept.events(include_usage=False)
+    assert events[-1].done
+    again = StreamAssembler()
+    for event in events[:-1]:
+        again.add(event.json())
+    assert again.answer(Usage(5, 4)) == kept
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"choices": [{"index": 1, "delta": {"content": "x"}}]},
+        {"error": {"message": "boom"}},
+        "not a chunk",
+    ],
+)
+def test_a_stream_that_is_not_one_whole_answer_is_not_kept(chunk: Any) -> None:
+    stream = StreamAssembler()
+    stream.add({"choices": [{"index": 0, "delta": {"content": "x"}}]})
+    stream.add(chunk)
+    stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    assert stream.answer(Usage(1, 1)) is None
+
+
+def test_a_cut_or_truncated_stream_is_not_kept() -> None:
+    stream = StreamAssembler()
+    stream.add({"choices": [{"index": 0, "delta": {"content": "x"}}]})
+    assert stream.answer(Usage(1, 1)) is None  # no finish
+    stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+    assert stream.answer(Usage(1, 1)) is None
