@@ -153,6 +153,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("PATCH", _WS + "/budget"): _BUDGET,
     ("PATCH", _WS + "/guardian"): _GUARDIAN,
     ("PATCH", _WS + "/pii"): _PII,
+    ("PATCH", _WS + "/cache"): {"semantic": False},
     ("POST", ADMIN_PREFIX + "/workspaces"): {
         "email": "fuzz@example.com",
         "plan": "fuzz",
@@ -162,6 +163,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("PATCH", _ADMIN_WS + "/budget"): _BUDGET,
     ("PATCH", _ADMIN_WS + "/guardian"): _GUARDIAN,
     ("PATCH", _ADMIN_WS + "/pii"): _PII,
+    ("PATCH", _ADMIN_WS + "/cache"): {"semantic": False},
     ("POST", _ADMIN_WS + "/keys"): {"name": "fuzz", "role": "inference"},
     ("PATCH", _ADMIN_WS + "/wallet"): {"billing": False},
     ("POST", _ADMIN_WS + "/wallet/topups"): {

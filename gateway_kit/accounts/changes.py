@@ -75,7 +75,7 @@ logger = logging.getLogger("gateway_kit.accounts.changes")
 FEED_KEY = "gk:changes"
 
 #: What a change names: a key's SHA-256 digest, or a workspace id for the others.
-Topic = Literal["key", "plan", "budget", "billing", "guardian", "pii", "cache"]
+Topic = Literal["key", "plan", "budget", "billing", "guardian", "pii", "cache", "semantic"]
 Change = tuple[Topic, str]
 
 

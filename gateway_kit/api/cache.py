@@ -1,7 +1,10 @@
 """The answer cache of a workspace: ``/api/v1/workspaces/{workspace_id}/cache``.
 
-- ``GET    .../cache``            the cache's settings, the workspace's counts (hits, misses,
-  bypasses, answers stored, hit rate) and its entries in this gateway process  ``cache:read``
+- ``GET    .../cache``            the cache's settings, the workspace's counts (exact and
+  semantic hits, misses, bypasses, answers stored, hit rate, the semantic lookups' similarity
+  histogram) and its entries in this gateway process                         ``cache:read``
+- ``PATCH  .../cache``            ``{"semantic": true | false}``: look the workspace's requests
+  up by meaning too (the semantic cache)                                     ``cache:write``
 - ``DELETE .../cache[?model=m]``  purge the workspace's answers (of one model), here at once
   and in every gateway process on the storage through the change feed        ``cache:write``
 
@@ -20,11 +23,13 @@ from starlette.routing import Route
 
 from gateway_kit.accounts.scopes import KeyScope
 from gateway_kit.api._auth import requires
-from gateway_kit.api._common import ApiError, json_response, principal_of
+from gateway_kit.api._common import ApiError, check_fields, json_body, json_response, principal_of
+from gateway_kit.cache.settings import CacheSettings
 from gateway_kit.config.base import NAME_PATTERN
+from gateway_kit.exceptions import ConfigError
 from gateway_kit.gateway import Gateway
 
-__all__ = ["cache_routes", "cache_status", "purge_cache"]
+__all__ = ["cache_routes", "cache_status", "change_cache", "purge_cache"]
 
 _MODEL = re.compile(NAME_PATTERN)
 
@@ -32,6 +37,7 @@ _MODEL = re.compile(NAME_PATTERN)
 async def cache_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     config = gateway.config.cache
     stats = await gateway.cache.stats(workspace_id)
+    settings = await gateway.cache.settings.get(workspace_id)
     return {
         "object": "cache",
         "workspace_id": workspace_id,
@@ -39,7 +45,11 @@ async def cache_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
         "scope": config.scope,
         "ttl_s": config.ttl_s,
         "max_temperature": config.max_temperature,
+        "semantic": settings.semantic,
+        "semantic_models": list(config.semantic.models),
+        "semantic_threshold": config.semantic.threshold,
         "hits": stats.hits,
+        "semantic_hits": stats.semantic_hits,
         "misses": stats.misses,
         "bypasses": stats.bypasses,
         "stored": stats.stored,
@@ -48,7 +58,24 @@ async def cache_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
         "bytes": stats.store.bytes,
         "max_entries": stats.store.max_entries,
         "max_bytes": stats.store.max_bytes,
+        "similarity_histogram": stats.similarity,
     }
+
+
+async def change_cache(gateway: Gateway, workspace_id: str, body: dict[str, Any]) -> None:
+    """Apply a ``PATCH .../cache`` body."""
+    check_fields(body, ["semantic"])
+    semantic = body.get("semantic")
+    if not isinstance(semantic, bool):
+        raise ApiError(
+            400, "'semantic' must be true or false.", code="invalid_type", param="semantic"
+        )
+    if semantic and gateway.config.cache.semantic.embedder == "local":
+        try:
+            gateway.cache.local_embedder()  # loads it now: a missing extra is said here
+        except ConfigError as exc:
+            raise ApiError(400, f"{exc}.", code="semantic_unavailable", param="semantic") from None
+    await gateway.cache.settings.save(workspace_id, CacheSettings(semantic=semantic))
 
 
 async def purge_cache(gateway: Gateway, workspace_id: str | None, request: Request) -> Response:
@@ -77,8 +104,17 @@ def cache_routes(gateway: Gateway) -> list[Route]:
         except ApiError as exc:
             return exc.response()
 
+    async def update(request: Request) -> Response:
+        workspace_id = principal_of(request).workspace_id
+        try:
+            await change_cache(gateway, workspace_id, await json_body(request))
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await cache_status(gateway, workspace_id))
+
     path = "/workspaces/{workspace_id}/cache"
     return [
         Route(path, read, methods=["GET"], middleware=requires(gateway, KeyScope.CACHE_READ)),
+        Route(path, update, methods=["PATCH"], middleware=requires(gateway, KeyScope.CACHE_WRITE)),
         Route(path, purge, methods=["DELETE"], middleware=requires(gateway, KeyScope.CACHE_WRITE)),
     ]

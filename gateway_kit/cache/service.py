@@ -1,34 +1,56 @@
 """``AnswerCache``: the gateway's answer cache as the layer, the API and the CLI see it.
 
-It holds the store of answers (``LocalCacheStore``, listening to the change feed for purges
-made elsewhere), publishes purges on the change feed (so every gateway process on the storage
-drops the same entries within the feed's ``cache_ttl``, the process that purges at once), and
-reads each workspace's outcome counters from the storage: requests served from the cache
-(``hit``), served from upstream (``miss``), not eligible (``bypass``), and answers kept
-(``stored``). The counters are written by the cache layer in the request's settlement step.
+It holds the store of answers (``LocalCacheStore``) and, when the semantic cache may be used,
+the index of prompts (``LocalVectorIndex``) and the embedder; both listen to the change feed
+for purges made elsewhere. It publishes purges on the change feed (so every gateway process on
+the storage drops the same entries within a second, the process that purges at once), keeps
+the workspaces' settings (``CacheSettingsStore``: the semantic cache turned on), and reads
+each workspace's counters from the storage: requests served from the cache by exact match
+(``hit``) or by meaning (``semantic``), served from upstream (``miss``), not eligible
+(``bypass``), answers kept (``stored``), and the histogram of the best similarity each
+semantic lookup found. The counters are written by the cache layer in the request's
+settlement step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway_kit.accounts.changes import ChangeFeed
-from gateway_kit.cache.store import LocalCacheStore, StoreFigures, purge_ident
+from gateway_kit.cache.embedders import Embedder, LocalEmbedder
+from gateway_kit.cache.index import LocalVectorIndex
+from gateway_kit.cache.settings import CacheSettingsStore
+from gateway_kit.cache.store import ALL, LocalCacheStore, StoreFigures, purge_ident
 from gateway_kit.config import Mode
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.storage import Storage
 
-__all__ = ["OUTCOMES", "SHARED_SCOPE", "AnswerCache", "CacheStats", "outcome_key"]
+__all__ = [
+    "BUCKETS",
+    "OUTCOMES",
+    "SHARED_SCOPE",
+    "AnswerCache",
+    "CacheStats",
+    "bucket_of",
+    "outcome_key",
+]
 
 #: What a request's cache verdict counts as, in the workspace's counters.
-OUTCOMES = ("hit", "miss", "bypass", "stored")
+OUTCOMES = ("hit", "semantic", "miss", "bypass", "stored")
+#: The similarity histogram's buckets: their lower bounds, 0.05 wide.
+BUCKETS = tuple(f"{i / 20:.2f}" for i in range(20))
 #: The scope of entries when ``scope = "shared"`` (no workspace id looks like it).
 SHARED_SCOPE = "shared"
 
 
 def outcome_key(workspace_id: str, outcome: str) -> str:
-    """The counter of ``outcome`` for ``workspace_id``."""
+    """The counter of ``outcome`` (or of ``similarity:<bucket>``) for ``workspace_id``."""
     return f"{workspace_id}:cache:{outcome}"
+
+
+def bucket_of(similarity: float) -> str:
+    """The histogram bucket of a similarity (below 0 counts as 0, 1 as the top bucket)."""
+    return BUCKETS[min(19, max(0, int(similarity * 20)))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,16 +58,19 @@ class CacheStats:
     """A workspace's counters, and its entries in this process's store."""
 
     hits: int
+    semantic_hits: int
     misses: int
     bypasses: int
     stored: int
     store: StoreFigures
+    #: The best similarity of each semantic lookup, by bucket (``"0.90"``: 0.90 to 0.95).
+    similarity: dict[str, int] = field(default_factory=dict)
 
     @property
     def hit_rate(self) -> float:
-        """Hits over the requests that could hit (hits and misses), 0 when none."""
-        looked_up = self.hits + self.misses
-        return self.hits / looked_up if looked_up else 0.0
+        """Hits (exact and semantic) over the requests that could hit, 0 when none."""
+        looked_up = self.hits + self.semantic_hits + self.misses
+        return (self.hits + self.semantic_hits) / looked_up if looked_up else 0.0
 
 
 class AnswerCache:
@@ -59,8 +84,27 @@ class AnswerCache:
             max_entry_bytes=config.max_entry_bytes,
             ttl_s=config.ttl_s,
         )
+        self.settings = CacheSettingsStore(storage, changes=changes)
+        self._index: LocalVectorIndex | None = None
+        self._embedder: Embedder | None = None
         if config.mode is not Mode.OFF:
-            changes.listen(self.store)
+            changes.listen(self)
+
+    @property
+    def index(self) -> LocalVectorIndex:
+        """The index of prompts (made on first use: it needs numpy, the semantic extra's)."""
+        if self._index is None:
+            self._index = LocalVectorIndex(
+                per_partition=self.config.semantic.per_partition,
+                max_entries=self.config.max_entries,
+            )
+        return self._index
+
+    def local_embedder(self) -> Embedder:
+        """The local embedder (loaded once: half a second, and 16 MB)."""
+        if self._embedder is None:
+            self._embedder = LocalEmbedder()
+        return self._embedder
 
     def scope_of(self, workspace_id: str | None) -> str:
         """Where a workspace's entries are: its own scope, or the shared one."""
@@ -69,16 +113,43 @@ class AnswerCache:
         return workspace_id
 
     async def purge(self, workspace_id: str | None = None, model: str | None = None) -> int:
-        """Drop a workspace's entries (of ``model`` only, if given), or every entry
+        """Drop a workspace's answers (of ``model`` only, if given), or every answer
         (``workspace_id=None``), here at once and in every process through the change feed;
         how many this process dropped."""
         scope = None if workspace_id is None else self.scope_of(workspace_id)
         dropped = self.store.purge(scope, model)
+        if self._index is not None:
+            self._index.purge(scope, model)
         await self._changes.publish(("cache", purge_ident(scope, model)))
         return dropped
 
+    # The change feed's listener interface (``accounts.changes``): purges made elsewhere.
+
+    topic = "cache"
+
+    def drop(self, ident: str) -> None:
+        """A purge published on the change feed (``purge_ident``)."""
+        scope, _, model = ident.partition("/")
+        where = None if scope == ALL else scope
+        self.store.purge(where, model or None)
+        if self._index is not None:
+            self._index.purge(where, model or None)
+
+    def clear(self) -> None:
+        """The feed could not be followed: drop everything (a refill, never a stale answer)."""
+        self.store.clear()
+        if self._index is not None:
+            self._index.purge()
+
     async def stats(self, workspace_id: str) -> CacheStats:
-        counts = [await self._storage.get(outcome_key(workspace_id, o)) for o in OUTCOMES]
-        hits, misses, bypasses, stored = (int(raw) if raw else 0 for raw in counts)
+        names = [*OUTCOMES, *(f"similarity:{b}" for b in BUCKETS)]
+        counts = [await self._storage.get(outcome_key(workspace_id, name)) for name in names]
+        values = [int(raw) if raw else 0 for raw in counts]
+        hits, semantic, misses, bypasses, stored = values[: len(OUTCOMES)]
+        histogram = {
+            bucket: count
+            for bucket, count in zip(BUCKETS, values[len(OUTCOMES) :], strict=True)
+            if count
+        }
         figures = self.store.figures(self.scope_of(workspace_id))
-        return CacheStats(hits, misses, bypasses, stored, figures)
+        return CacheStats(hits, semantic, misses, bypasses, stored, figures, histogram)

@@ -3,10 +3,8 @@
 ``LocalCacheStore`` keeps answers in the gateway's process, bounded in entries and in bytes
 (the least recently used answer goes first) and in time (``ttl_s``). An entry's key is its
 scope (a workspace id, or ``*`` for the shared scope), the model, and the request's keyed hash;
-a purge names a scope, optionally a model, or everything. Purges made by another process (the
-CLI, another gateway on the same storage) arrive through the change feed (topic ``cache``):
-``LocalCacheStore`` listens to it as the account caches do, and a feed it cannot follow
-(``clear``) empties it, a refill, never a stale answer.
+a purge names a scope, optionally a model, or everything (``AnswerCache`` applies the purges
+other processes publish on the change feed).
 """
 
 from __future__ import annotations
@@ -67,9 +65,6 @@ def purge_ident(scope: str | None, model: str | None) -> str:
 
 class LocalCacheStore:
     """An in-process LRU of answers with a time to live; see the module docstring."""
-
-    #: The change feed's topic this store follows (``accounts.changes``).
-    topic = "cache"
 
     def __init__(
         self,
@@ -137,13 +132,6 @@ class LocalCacheStore:
             sizes = [a.size for key, (_, a) in self._entries.items() if key.scope == scope]
             entries, size = len(sizes), sum(sizes)
         return StoreFigures(entries, size, self.max_entries, self.max_bytes, self.evicted)
-
-    # The change feed's listener interface (``accounts.changes``).
-
-    def drop(self, ident: str) -> None:
-        """A purge published on the change feed (``purge_ident``)."""
-        scope, _, model = ident.partition("/")
-        self.purge(None if scope == ALL else scope, model or None)
 
     def clear(self) -> None:
         self._entries.clear()

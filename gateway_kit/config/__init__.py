@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig
 from gateway_kit.config.base import Mode, OnError
-from gateway_kit.config.cache import CacheConfig
+from gateway_kit.config.cache import CacheConfig, SemanticCacheConfig
 from gateway_kit.config.environment import ENV_PREFIX, ENV_VARIABLES
 from gateway_kit.config.gateway import GatewayConfig
 from gateway_kit.config.guardian import GuardianConfig, GuardianRules
@@ -53,6 +53,7 @@ __all__ = [
     "PriceConfig",
     "ProviderConfig",
     "RoutingConfig",
+    "SemanticCacheConfig",
     "ServerConfig",
     "StorageConfig",
     "WebhooksConfig",

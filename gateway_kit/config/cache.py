@@ -8,7 +8,25 @@ from pydantic import Field, SecretStr
 
 from gateway_kit.config.base import Mode, OnError, _Config
 
-__all__ = ["CacheConfig"]
+__all__ = ["CacheConfig", "SemanticCacheConfig"]
+
+
+class SemanticCacheConfig(_Config):
+    """The semantic cache: a request whose final user message means what an earlier one's did
+    (everything else equal) gets that one's answer. Opt-in: per model here, per workspace
+    through the API (``PATCH .../cache {"semantic": true}``)."""
+
+    #: Models whose requests are looked up by meaning for every workspace (``"*"``: every
+    #: chat model).
+    models: list[str] = Field(default_factory=list)
+    #: The cosine similarity at or above which a cached prompt may answer (then the lexical
+    #: guard decides). Chosen on the labelled pairs of ``bench cache_pairs``.
+    threshold: float = Field(default=0.93, gt=0.0, le=1.0)
+    #: ``local``: WordLlama, offline (the ``semantic`` extra). Or the name of one of this
+    #: gateway's embedding models (its ``/v1/embeddings``).
+    embedder: str = "local"
+    #: Prompts remembered per partition (a model, system prompt, history and parameters).
+    per_partition: int = Field(default=1000, ge=1, le=100_000)
 
 
 class CacheConfig(_Config):
@@ -36,6 +54,7 @@ class CacheConfig(_Config):
     #: workspace of the gateway shares answers (for one team's several workspaces; never
     #: across tenants who must not see each other's answers).
     scope: Literal["workspace", "shared"] = "workspace"
+    semantic: SemanticCacheConfig = Field(default_factory=SemanticCacheConfig)
     #: The key of the cache's keyed hashes. Unset: one is drawn at random once and kept in
     #: the storage, shared by every gateway on it.
     secret: SecretStr | None = None

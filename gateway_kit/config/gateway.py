@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from gateway_kit.config.accounts import AuthConfig, LimitsConfig, PlanConfig, default_plans
 from gateway_kit.config.base import _Config
-from gateway_kit.config.cache import CacheConfig
+from gateway_kit.config.cache import CacheConfig, SemanticCacheConfig
 from gateway_kit.config.guardian import GuardianConfig, merge_rules
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
 from gateway_kit.config.pii import PIIConfig
@@ -146,6 +146,7 @@ class GatewayConfig(_Config):
             if cycle:
                 raise ValueError(f"models[{index}].fallbacks: a cycle: {' -> '.join(cycle)}")
         _check_auto(self.routing, models)
+        _check_semantic(self.cache.semantic, models)
         for name, plan in self.plans.items():
             if plan.guardian:
                 try:
@@ -158,6 +159,19 @@ class GatewayConfig(_Config):
     def is_offline(self) -> bool:
         """True when every provider is the built-in mock."""
         return all(p.type == "mock" for p in self.providers)
+
+
+def _check_semantic(semantic: SemanticCacheConfig, models: dict[str, ModelConfig]) -> None:
+    for name in semantic.models:
+        if name != "*" and (name not in models or models[name].kind != "chat"):
+            raise ValueError(f"cache.semantic.models: no chat model named {name!r}")
+    if semantic.embedder != "local":
+        model = models.get(semantic.embedder)
+        if model is None or model.kind != "embedding":
+            raise ValueError(
+                f"cache.semantic.embedder: 'local' or an embedding model's name, not "
+                f"{semantic.embedder!r}"
+            )
 
 
 def _unique(what: str, names: list[str]) -> None:

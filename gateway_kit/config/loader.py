@@ -201,6 +201,15 @@ def _check_extras(config: GatewayConfig, source: str, origins: Mapping[str, str]
     if pii.mode is not Mode.OFF and "PHONE" in pii.kinds and not _installed("phonenumbers"):
         where = _where("pii.kinds", source, origins)[0]
         raise MissingExtraError(f"{where}: pii.kinds", "PHONE", extra="pii", module="phonenumbers")
+    semantic = config.cache.semantic
+    if semantic.models and semantic.embedder == "local" and not _installed("wordllama"):
+        where = _where("cache.semantic.models", source, origins)[0]
+        raise MissingExtraError(
+            f"{where}: cache.semantic.models",
+            "the local embedder",
+            extra="semantic",
+            module="wordllama",
+        )
     for index, provider in enumerate(config.providers):
         if provider.transport != "aiohttp":
             continue

@@ -16,6 +16,7 @@
 - ``GET    /workspaces/{id}/pii``        as the workspace's own ``GET .../pii``
 - ``PATCH  /workspaces/{id}/pii``        the workspace's PII patterns and allow-list
 - ``GET    /workspaces/{id}/cache``      as the workspace's own ``GET .../cache``
+- ``PATCH  /workspaces/{id}/cache``      ``{"semantic": true | false}``
 - ``DELETE /workspaces/{id}/cache``      purge the workspace's cached answers (``?model=``)
 - ``DELETE /cache``                      purge every workspace's cached answers (``?model=``)
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
@@ -44,7 +45,7 @@ from gateway_kit.api._common import (
     string_field,
 )
 from gateway_kit.api.budget import change_budget
-from gateway_kit.api.cache import cache_status, purge_cache
+from gateway_kit.api.cache import cache_status, change_cache, purge_cache
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.api.pii import change_pii, pii_status
@@ -214,6 +215,14 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return exc.response()
         return json_response(await cache_status(gateway, workspace.id))
 
+    async def update_cache(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            await change_cache(gateway, workspace.id, await json_body(request))
+        except ApiError as exc:
+            return exc.response()
+        return json_response(await cache_status(gateway, workspace.id))
+
     async def purge_workspace_cache(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -253,6 +262,7 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/pii", read_pii, methods=["GET"]),
         Route(one + "/pii", update_pii, methods=["PATCH"]),
         Route(one + "/cache", read_cache, methods=["GET"]),
+        Route(one + "/cache", update_cache, methods=["PATCH"]),
         Route(one + "/cache", purge_workspace_cache, methods=["DELETE"]),
         Route("/cache", purge_every_cache, methods=["DELETE"]),
         Route(one + "/keys", create_key, methods=["POST"]),

@@ -21,12 +21,17 @@ serves every request from upstream, saying what would have hit in ``x-gateway-ca
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.secrets import DeploymentSecret
 from gateway_kit.cache.answer import CachedAnswer
+from gateway_kit.cache.embedders import Embedder, Vector
+from gateway_kit.cache.guard import same_meaning_words
+from gateway_kit.cache.index import IndexEntry
 from gateway_kit.cache.store import CacheKey
 from gateway_kit.chat.model import resolve_model
 from gateway_kit.chat.request import load_request
@@ -34,6 +39,7 @@ from gateway_kit.config import Mode, OnError
 from gateway_kit.cost.costs import RequestCost
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
+from gateway_kit.layers.cache.embedder import ProviderEmbedder
 from gateway_kit.layers.cache.policy import CachePolicy, CacheVerdict, check_cache_field
 from gateway_kit.layers.cache.step import STORED, CacheCounts
 from gateway_kit.layers.cache.transform import StoreTransform
@@ -43,7 +49,9 @@ from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
 from gateway_kit.pipeline.verdicts import Refusal
 
-__all__ = ["CacheMiddleware"]
+__all__ = ["CacheMiddleware", "SemanticLookup"]
+
+logger = logging.getLogger("gateway_kit.cache")
 
 _SECRET_KEY = "gk:cache:secret"
 _JSON = [(b"content-type", b"application/json")]
@@ -52,6 +60,19 @@ _STREAM = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticLookup:
+    """A request looked up by meaning: where, what, and what was found."""
+
+    partition: str
+    text: str
+    vector: Vector
+    answer: CachedAnswer | None
+    similarity: float | None
+    #: The best similarity in the partition (the histogram's), ``None`` when it was empty.
+    best: float | None
 
 
 class CacheMiddleware(GatewayLayer):
@@ -71,6 +92,7 @@ class CacheMiddleware(GatewayLayer):
         super().__init__(app, gateway=gateway, section=config, mode=mode, on_error=on_error)
         self.policy = CachePolicy(config)
         self._secret = DeploymentSecret(lambda: gateway.storage, _SECRET_KEY, config.secret)
+        self._provider_embedder: Embedder | None = None
 
     def passes(self, scope: Scope) -> bool:
         # Answers are cached with or without Auth (without it, in the shared scope); the
@@ -121,18 +143,29 @@ class CacheMiddleware(GatewayLayer):
         model = route.name
         masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
         principal = ctx.principal
+        workspace_id = principal.workspace_id if principal is not None else None
         cache = gateway.cache
-        where = cache.scope_of(principal.workspace_id if principal is not None else None)
-        key = CacheKey(where, model, self.policy.key(masked, model, await self._secret.get()))
+        where = cache.scope_of(workspace_id)
+        secret = await self._secret.get()
+        key = CacheKey(where, model, self.policy.key(masked, model, secret))
         answer = cache.store.get(key)
-        if answer is not None and self.mode is Mode.ENFORCE:
-            await self._serve(ctx, payload, model, answer, send)
+        enforce = self.mode is Mode.ENFORCE
+        if answer is not None and enforce:
+            await self._serve(ctx, payload, model, answer, send, verdict=CacheVerdict(action="hit"))
             return None
-        ctx.verdicts[self.concern] = CacheVerdict(action="miss", would_hit=answer is not None)
+        lookup = None
+        if answer is None and await self._semantic_on(model, workspace_id):
+            lookup = await self._semantic(ctx, masked, model, where, secret)
+            if lookup is not None and lookup.answer is not None and enforce:
+                verdict = CacheVerdict(action="semantic", similarity=lookup.similarity)
+                await self._serve(ctx, payload, model, lookup.answer, send, verdict=verdict)
+                return None
+        would_hit = answer is not None or (lookup is not None and lookup.answer is not None)
+        best = lookup.best if lookup is not None else None
+        ctx.verdicts[self.concern] = CacheVerdict(action="miss", would_hit=would_hit, best=best)
         ctx.headers.append((b"x-gateway-cache", b"miss"))
         if self.mode is Mode.MONITOR:
-            monitor = b"hit" if answer is not None else b"miss"
-            ctx.headers.append((b"x-gateway-cache-monitor", monitor))
+            ctx.headers.append((b"x-gateway-cache-monitor", b"hit" if would_hit else b"miss"))
         values: dict[str, str] | None = ctx.extras.get("pii.values")
 
         def keep(answer: CachedAnswer) -> None:
@@ -141,11 +174,67 @@ class CacheMiddleware(GatewayLayer):
                 return  # served by a fallback: not the answer of this model
             if values and "pii.masked" in ctx.extras:
                 answer = _masked(answer, values)
-            if cache.store.put(key, answer):
-                ctx.extras[STORED] = True
+            if not cache.store.put(key, answer):
+                return
+            ctx.extras[STORED] = True
+            if lookup is not None:
+                entry = IndexEntry(lookup.vector, lookup.text, key)
+                cache.index.add(where, lookup.partition, entry)
 
         ctx.transforms.append(StoreTransform(ctx, keep))
         return receive
+
+    async def _semantic_on(self, model: str, workspace_id: str | None) -> bool:
+        """Whether the request is looked up by meaning: its model is one of the
+        configuration's, or its workspace turned the semantic cache on."""
+        models = self.gateway.config.cache.semantic.models
+        if model in models or "*" in models:
+            return True
+        if workspace_id is None:
+            return False
+        return (await self.gateway.cache.settings.get(workspace_id)).semantic
+
+    async def _semantic(
+        self, ctx: RequestContext, masked: dict[str, Any], model: str, where: str, secret: bytes
+    ) -> SemanticLookup | None:
+        """Look the request up by meaning; ``None`` when its final message is no user text
+        (or the embedder failed: then it is a miss, and its answer is kept for exact hits)."""
+        cache = self.gateway.cache
+        config = self.gateway.config.cache.semantic
+        try:
+            embedder = self._embedder()
+            parts = self.policy.semantic_parts(masked, model, embedder.id, secret)
+            if parts is None:
+                return None
+            partition, text = parts
+            started = time.perf_counter()
+            vector = (await embedder.embed([text]))[0]
+        except Exception as exc:  # a provider down, a model that cannot load
+            logger.warning("semantic cache: no embedding for %s: %r", ctx.request_id, exc)
+            return None
+        matches, best = cache.index.search(where, partition, vector, threshold=config.threshold)
+        found: CachedAnswer | None = None
+        similarity = None
+        for match in matches:
+            if not same_meaning_words(match.entry.text, text):
+                continue
+            found = cache.store.get(match.entry.key)
+            if found is None:  # its answer expired or was evicted
+                cache.index.forget(where, partition, match.entry.key)
+                continue
+            similarity = match.similarity
+            break
+        ctx.timings["semantic"] = time.perf_counter() - started
+        return SemanticLookup(partition, text, vector, found, similarity, best)
+
+    def _embedder(self) -> Embedder:
+        if self._provider_embedder is not None:
+            return self._provider_embedder
+        name = self.gateway.config.cache.semantic.embedder
+        if name == "local":
+            return self.gateway.cache.local_embedder()
+        self._provider_embedder = ProviderEmbedder(self.gateway, name)
+        return self._provider_embedder
 
     async def _serve(
         self,
@@ -154,17 +243,23 @@ class CacheMiddleware(GatewayLayer):
         model: str,
         answer: CachedAnswer,
         send: Send,
+        *,
+        verdict: CacheVerdict,
     ) -> None:
         """Answer from the cache, through the outer layers' transforms."""
         started = time.perf_counter()
-        ctx.verdicts[self.concern] = CacheVerdict(action="hit")
+        ctx.verdicts[self.concern] = verdict
         priced = self.gateway.costs.of(model, answer.usage)
         ctx.cost = cost = RequestCost(model, answer.usage, 0, priced.baseline_micro_usd)
         ctx.headers += [
-            (b"x-gateway-cache", b"hit"),
+            (b"x-gateway-cache", verdict.action.encode()),
             (b"x-gateway-model", model.encode()),
             *cost.headers(),
         ]
+        if verdict.similarity is not None:
+            ctx.headers.append(
+                (b"x-gateway-cache-similarity", f"{verdict.similarity:.4f}".encode())
+            )
         transforms = ctx.transforms
         chain = TransformChain(list(reversed(transforms)))
         chain.start(200)

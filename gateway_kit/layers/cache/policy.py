@@ -34,12 +34,17 @@ VOLATILE_FIELDS = frozenset({"stream", "stream_options", "user", "metadata", "st
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheVerdict(Verdict):
-    """``hit`` (served from the cache), ``miss`` (served from upstream, stored if complete),
-    ``bypass`` (not eligible: ``reason`` says why), ``unchecked`` (the store failed, open)."""
+    """``hit`` (served from the cache: the same request), ``semantic`` (served from the cache:
+    a request that meant the same, ``similarity``), ``miss`` (served from upstream, stored if
+    complete), ``bypass`` (not eligible: ``reason`` says why)."""
 
     reason: str | None = None
     #: Monitor mode: whether the request would have been served from the cache.
     would_hit: bool = False
+    #: A semantic hit's similarity.
+    similarity: float | None = None
+    #: The best similarity a semantic lookup found (served or not), for the histogram.
+    best: float | None = None
 
 
 class CachePolicy:
@@ -68,8 +73,29 @@ class CachePolicy:
         """The request's cache key within its scope (32 hex digits)."""
         canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
         canonical["model"] = model
-        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:32]
+        return _keyed(canonical, secret)
+
+    def semantic_parts(
+        self, payload: Mapping[str, Any], model: str, embedder: str, secret: bytes
+    ) -> tuple[str, str] | None:
+        """The request's semantic partition and the text looked up by meaning: its final
+        message, when that is a user's text; ``None`` otherwise (a tool result, an image).
+
+        The partition is a keyed hash of everything else: every other message, the final
+        message's role and name, the model, tools, parameters, and the embedder's id."""
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return None
+        last = messages[-1]
+        if not isinstance(last, dict) or last.get("role") != "user":
+            return None
+        text = _text_of(last.get("content"))
+        if not text or not text.strip():
+            return None
+        canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
+        rest = {k: v for k, v in last.items() if k != "content"}
+        canonical.update(model=model, messages=[*messages[:-1], rest], embedder=embedder)
+        return _keyed(canonical, secret), text
 
 
 def opted_out(value: Any) -> bool:
@@ -92,6 +118,22 @@ def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
         code="invalid_type",
         param="cache",
     )
+
+
+def _keyed(canonical: dict[str, Any], secret: bytes) -> str:
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _text_of(content: Any) -> str | None:
+    """A message's text: a string, or text parts only (anything else: ``None``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
+            return "\n".join(t for t in texts if isinstance(t, str))
+    return None
 
 
 def _number(value: Any) -> bool:

@@ -1,10 +1,11 @@
 """``CacheCounts``: the cache layer's share of the request's admission: nothing to check
-before, and the workspace's outcome counter (``hit``, ``miss``, ``bypass``; ``stored`` when
-an answer was kept) written with the other layers' settlements, in the same step."""
+before, and the workspace's counters written with the other layers' settlements, in the same
+step: the outcome (``hit``, ``semantic``, ``miss``, ``bypass``; ``stored`` when an answer was
+kept) and, after a semantic lookup, the best similarity's histogram bucket."""
 
 from __future__ import annotations
 
-from gateway_kit.cache.service import outcome_key
+from gateway_kit.cache.service import OUTCOMES, bucket_of, outcome_key
 from gateway_kit.exceptions import StorageError
 from gateway_kit.layers.cache.policy import CacheVerdict
 from gateway_kit.pipeline.admission import Contribution, Settlement
@@ -38,10 +39,14 @@ class CacheCounts:
         principal = ctx.principal
         if not isinstance(verdict, CacheVerdict) or principal is None:
             return None
-        outcome = {"hit": "hit", "miss": "miss", "bypass": "bypass"}.get(verdict.action)
-        if outcome is None:
+        if verdict.action not in OUTCOMES:
             return None
-        increments = [Increment(outcome_key(principal.workspace_id, outcome), 1)]
+        workspace_id = principal.workspace_id
+        increments = [Increment(outcome_key(workspace_id, verdict.action), 1)]
         if ctx.extras.get(STORED):
-            increments.append(Increment(outcome_key(principal.workspace_id, "stored"), 1))
+            increments.append(Increment(outcome_key(workspace_id, "stored"), 1))
+        best = verdict.similarity if verdict.similarity is not None else verdict.best
+        if best is not None:
+            bucket = f"similarity:{bucket_of(best)}"
+            increments.append(Increment(outcome_key(workspace_id, bucket), 1))
         return Settlement(increments)

@@ -1,0 +1,202 @@
+"""The semantic cache through the stack: a request that means what an earlier one meant gets
+its answer (``x-gateway-cache: semantic`` and the similarity), a near miss never does, only
+inside the request's partition, opt-in per model or per workspace, counted in a histogram;
+the provider's embeddings as the embedder; and the labelled pairs at the default settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes import COMPLETION, FakeUpstream, provisioned
+
+pytestmark = pytest.mark.anyio
+pytest.importorskip("wordllama", reason="the semantic extra is not installed")
+
+PAIRS = Path(__file__).parents[2] / "gateway_kit/bench/data/cache_pairs.jsonl"
+SEMANTIC = {"cache": {"semantic": {"models": ["gpt-fake"]}}}
+SYSTEM = {"role": "system", "content": "Answer briefly."}
+
+
+def answer(content: str) -> dict[str, Any]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+    return {**COMPLETION, "choices": [{**choice, "finish_reason": "stop"}]}
+
+
+async def ask(env: Any, text: str, *, key: str | None = None, **fields: Any) -> Any:
+    messages = [fields.pop("system", SYSTEM), {"role": "user", "content": text}]
+    return await env.chat(key=key, messages=messages, temperature=0, **fields)
+
+
+async def test_a_paraphrase_gets_the_answer_and_a_near_miss_does_not() -> None:
+    async with provisioned("scale", **SEMANTIC) as env:
+        env.upstream.json_body = answer("Use list(dict.fromkeys(items)).")
+        first = await ask(env, "How do I remove duplicates from a list in Python?")
+        assert first.headers["x-gateway-cache"] == "miss"
+        again = await ask(env, "How do I eliminate duplicates from a list in Python?")
+        assert again.headers["x-gateway-cache"] == "semantic"
+        assert float(again.headers["x-gateway-cache-similarity"]) >= 0.93
+        assert again.json()["choices"][0]["message"]["content"] == "Use list(dict.fromkeys(items))."
+        assert again.headers["x-gateway-cost-usd"] == "0.000000"
+        near = await ask(env, "How do I remove duplicates from a list in JavaScript?")
+        assert near.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 2
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        ("convert 100 USD to EUR", "convert 100 EUR to USD"),
+        ("Is Paris north of Madrid?", "Is Madrid north of Paris?"),
+        ("Which foods are safe for dogs?", "Which foods are not safe for dogs?"),
+        ("What is 15% of 80?", "What is 15% of 90?"),
+        ("Give me a recipe for chocolate cake", "Give me a vegan recipe for chocolate cake"),
+        ("What is the capital of France?", "Quelle est la capitale de la France ?"),
+    ],
+)
+async def test_near_misses_are_never_served(cached: str, new: str) -> None:
+    async with provisioned("scale", **SEMANTIC) as env:
+        env.upstream.json_body = answer("cached")
+        await ask(env, cached)
+        response = await ask(env, new)
+        assert response.headers["x-gateway-cache"] == "miss"
+
+
+async def test_only_requests_of_the_same_partition_are_compared() -> None:
+    async with provisioned("scale", **SEMANTIC) as env:
+        env.upstream.json_body = answer("Jane Austen.")
+        await ask(env, "Who wrote Pride and Prejudice?")
+        other_system = {"role": "system", "content": "Answer in one word."}
+        for fields in ({"system": other_system}, {"max_tokens": 5}, {"seed": 3}):
+            response = await ask(env, "Who is the author of Pride and Prejudice?", **fields)
+            assert response.headers["x-gateway-cache"] == "miss", fields
+        hit = await ask(env, "Who is the author of Pride and Prejudice?")
+        assert hit.headers["x-gateway-cache"] == "semantic"
+
+
+async def test_a_workspace_turns_the_semantic_cache_on_for_itself() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer("Jane Austen.")
+        await ask(env, "Who wrote Pride and Prejudice?")
+        off = await ask(env, "Who is the author of Pride and Prejudice?")
+        assert off.headers["x-gateway-cache"] == "miss"  # not on for this model
+        path = f"/api/v1/workspaces/{env.workspace_id}/cache"
+        turned = await env.recorder.request(
+            "PATCH", path, json={"semantic": True}, headers=env.auth()
+        )
+        assert turned.status == 200
+        assert turned.json()["semantic"] is True
+        await ask(env, "Who wrote Pride and Prejudice?", max_tokens=50)
+        on = await ask(env, "Who is the author of Pride and Prejudice?", max_tokens=50)
+        assert on.headers["x-gateway-cache"] == "semantic"
+        other = await env.gateway.workspaces.create("other@example.com", plan="scale")
+        made = await env.gateway.keys.create(other.id)
+        await ask(env, "Who wrote Pride and Prejudice?", key=made.secret, max_tokens=50)
+        theirs = await ask(
+            env, "Who is the author of Pride and Prejudice?", key=made.secret, max_tokens=50
+        )
+        assert theirs.headers["x-gateway-cache"] == "miss"
+        bad = await env.recorder.request(
+            "PATCH", path, json={"semantic": "yes"}, headers=env.auth()
+        )
+        assert bad.status == 400
+        assert bad.json()["error"]["param"] == "semantic"
+
+
+async def test_semantic_hits_and_the_similarity_histogram_are_counted() -> None:
+    async with provisioned("scale", **SEMANTIC) as env:
+        env.upstream.json_body = answer("Pacific.")
+        await ask(env, "What is the largest ocean on Earth?")
+        await ask(env, "What is the biggest ocean on Earth?")  # semantic
+        await ask(env, "What is the deepest lake on Earth?")  # a miss, compared
+        stats = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/cache", headers=env.auth()
+        )
+        body = stats.json()
+        assert body["semantic_hits"] == 1
+        assert body["misses"] == 2
+        assert sum(body["similarity_histogram"].values()) == 2  # the two lookups that compared
+        assert body["hit_rate"] == pytest.approx(1 / 3, abs=1e-4)
+
+
+async def test_the_providers_embeddings_as_the_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text embeds to the same vector here: similarity 1, so the lexical guard alone
+    decides, and a near miss still never hits."""
+    chat = FakeUpstream.__call__
+
+    async def upstream(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/embeddings"):
+            count = len(json.loads(request.content)["input"])
+            data = [{"index": i, "embedding": [0.6, 0.8]} for i in range(count)]
+            return httpx.Response(200, json={"object": "list", "data": data})
+        return await chat(self, request)
+
+    monkeypatch.setattr(FakeUpstream, "__call__", upstream)
+    models = [
+        {"name": "gpt-fake", "provider": "up"},
+        {"name": "emb", "provider": "up", "kind": "embedding"},
+    ]
+    cache = {"semantic": {"models": ["gpt-fake"], "embedder": "emb"}}
+    async with provisioned("scale", models=models, cache=cache) as env:
+        env.upstream.json_body = answer("Pacific.")
+        await ask(env, "What is the largest ocean on Earth?")
+        hit = await ask(env, "What is the biggest ocean on Earth?")
+        assert hit.headers["x-gateway-cache"] == "semantic"
+        assert hit.headers["x-gateway-cache-similarity"] == "1.0000"
+        near = await ask(env, "What is the largest ocean on Mars?")
+        assert near.headers["x-gateway-cache"] == "miss"
+
+
+async def test_an_embedder_that_fails_makes_a_miss_not_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chat = FakeUpstream.__call__
+
+    async def upstream(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/embeddings"):
+            return httpx.Response(400, json={"error": {"message": "no", "type": "x"}})
+        return await chat(self, request)
+
+    monkeypatch.setattr(FakeUpstream, "__call__", upstream)
+    models = [
+        {"name": "gpt-fake", "provider": "up"},
+        {"name": "emb", "provider": "up", "kind": "embedding"},
+    ]
+    cache = {"semantic": {"models": ["gpt-fake"], "embedder": "emb"}}
+    async with provisioned("scale", models=models, cache=cache) as env:
+        env.upstream.json_body = answer("Pacific.")
+        first = await ask(env, "What is the largest ocean on Earth?")
+        assert first.status == 200
+        assert first.headers["x-gateway-cache"] == "miss"
+        exact = await ask(env, "What is the largest ocean on Earth?")
+        assert exact.headers["x-gateway-cache"] == "hit"  # the exact cache still works
+
+
+def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> None:
+    """The lexical guard and the default threshold on every labelled pair: no near miss is
+    served; the paraphrases served are the README's figure (a floor guards against a
+    regression)."""
+    from gateway_kit.cache.embedders import LocalEmbedder
+    from gateway_kit.cache.guard import same_meaning_words
+    from gateway_kit.config.cache import SemanticCacheConfig
+
+    threshold = SemanticCacheConfig().threshold
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    assert len(pairs) >= 300
+    embedder = LocalEmbedder()
+    cached = embedder.embed_now([p["a"] for p in pairs])
+    new = embedder.embed_now([p["b"] for p in pairs])
+    served = [
+        float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"])
+        for p, x, y in zip(pairs, cached, new, strict=True)
+    ]
+    false_hits = [
+        p for p, hit in zip(pairs, served, strict=True) if hit and p["label"] != "paraphrase"
+    ]
+    assert false_hits == []
+    paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
+    assert paraphrases >= 19
