@@ -84,6 +84,42 @@ class CachedAnswer:
         size = len(json.dumps([kept, reported_usage], ensure_ascii=False).encode()) + 200
         return cls(model, kept, finish, usage, fingerprint, size, reported_usage)
 
+    def to_bytes(self) -> bytes:
+        """The answer as a storage value (``of_bytes`` reads it back)."""
+        usage = self.usage
+        record = {
+            "model": self.model,
+            "message": self.message,
+            "finish": self.finish_reason,
+            "usage": [
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                usage.reasoning_tokens,
+                usage.estimated,
+            ],
+            "fingerprint": self.system_fingerprint,
+            "reported": self.reported_usage,
+        }
+        return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def of_bytes(cls, raw: bytes) -> CachedAnswer:
+        record = json.loads(raw)
+        counts = record["usage"]
+        usage = Usage(
+            counts[0], counts[1], counts[2], counts[3], counts[4], estimated=bool(counts[5])
+        )
+        return cls.made(
+            record["model"],
+            record["message"],
+            record["finish"],
+            usage,
+            record.get("fingerprint"),
+            record.get("reported"),
+        )
+
     def usage_json(self) -> dict[str, Any]:
         """The usage as the upstream reported it, else as OpenAI would from the counts."""
         return self.reported_usage if self.reported_usage is not None else usage_json(self.usage)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from gateway_kit.cache.embedders import Vector
 from gateway_kit.cache.store import CacheKey
 
-__all__ = ["IndexEntry", "LocalVectorIndex", "Match", "VectorIndex"]
+__all__ = ["IndexEntry", "LocalVectorIndex", "Match", "VectorIndex", "best_matches"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,20 +41,37 @@ class Match:
 
 
 class VectorIndex(Protocol):
-    def add(self, scope: str, partition: str, entry: IndexEntry) -> None: ...
+    async def add(self, scope: str, partition: str, entry: IndexEntry) -> None: ...
 
-    def search(
+    async def search(
         self, scope: str, partition: str, vector: Vector, *, threshold: float, limit: int = 5
     ) -> tuple[list[Match], float | None]:
         """The matches at or above ``threshold``, best first, and the best similarity seen
         (``None``: the partition is empty)."""
         ...
 
-    def forget(self, scope: str, partition: str, key: CacheKey) -> None:
+    async def forget(self, scope: str, partition: str, key: CacheKey) -> None:
         """Drop the entry of ``key`` (its answer is gone)."""
         ...
 
-    def purge(self, scope: str | None = None, model: str | None = None) -> int: ...
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int: ...
+
+
+def best_matches(
+    np: Any, matrix: Any, entries: list[IndexEntry], vector: Vector, threshold: float, limit: int
+) -> tuple[list[Match], float | None]:
+    """``search``'s answer over ``entries`` (their vectors stacked in ``matrix``)."""
+    if not entries:
+        return [], None
+    similarities = matrix @ vector
+    best = float(similarities.max())
+    if best < threshold:
+        return [], best
+    order = np.argsort(-similarities)[:limit]
+    found = [
+        Match(float(similarities[i]), entries[i]) for i in order if similarities[i] >= threshold
+    ]
+    return found, best
 
 
 class _Partition:
@@ -80,7 +97,10 @@ class LocalVectorIndex:
     def __len__(self) -> int:
         return self._count
 
-    def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
+    async def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
+        self.add_now(scope, partition, entry)
+
+    def add_now(self, scope: str, partition: str, entry: IndexEntry) -> None:
         where = (scope, partition)
         found = self._partitions.get(where)
         if found is None:
@@ -102,7 +122,7 @@ class LocalVectorIndex:
             if not oldest.entries:
                 del self._partitions[oldest_where]
 
-    def search(
+    async def search(
         self, scope: str, partition: str, vector: Vector, *, threshold: float, limit: int = 5
     ) -> tuple[list[Match], float | None]:
         found = self._partitions.get((scope, partition))
@@ -111,19 +131,9 @@ class LocalVectorIndex:
         self._partitions.move_to_end((scope, partition))
         if found.matrix is None:
             found.matrix = self._np.stack([e.vector for e in found.entries])
-        similarities = found.matrix @ vector
-        best = float(similarities.max())
-        if best < threshold:
-            return [], best
-        order = self._np.argsort(-similarities)[:limit]
-        matches = [
-            Match(float(similarities[i]), found.entries[i])
-            for i in order
-            if similarities[i] >= threshold
-        ]
-        return matches, best
+        return best_matches(self._np, found.matrix, found.entries, vector, threshold, limit)
 
-    def forget(self, scope: str, partition: str, key: CacheKey) -> None:
+    async def forget(self, scope: str, partition: str, key: CacheKey) -> None:
         found = self._partitions.get((scope, partition))
         if found is None:
             return
@@ -133,7 +143,10 @@ class LocalVectorIndex:
         if not kept:
             del self._partitions[(scope, partition)]
 
-    def purge(self, scope: str | None = None, model: str | None = None) -> int:
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        return self.purge_now(scope, model)
+
+    def purge_now(self, scope: str | None = None, model: str | None = None) -> int:
         dropped = 0
         for where in list(self._partitions):
             if scope is not None and where[0] != scope:

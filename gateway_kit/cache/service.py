@@ -1,9 +1,10 @@
 """``AnswerCache``: the gateway's answer cache as the layer, the API and the CLI see it.
 
-It holds the store of answers (``LocalCacheStore``) and, when the semantic cache may be used,
-the index of prompts (``LocalVectorIndex``) and the embedder; both listen to the change feed
-for purges made elsewhere. It publishes purges on the change feed (so every gateway process on
-the storage drops the same entries within a second, the process that purges at once), keeps
+It holds the store of answers and, when the semantic cache is used, the index of prompts and
+the embedder: in this process (``LocalCacheStore``, ``LocalVectorIndex``), or in the storage,
+shared by every instance (``cache.shared``: ``cache.store = "auto"`` on Redis). A purge drops
+the entries here at once; in-process stores of other processes drop theirs from the change
+feed, which it publishes the purge on (within a second); a shared store is purged once. It keeps
 the workspaces' settings (``CacheSettingsStore``: the semantic cache turned on), and reads
 each workspace's counters from the storage: requests served from the cache by exact match
 (``hit``) or by meaning (``semantic``), served from upstream (``miss``), not eligible
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.cache.embedders import Embedder, LocalEmbedder
-from gateway_kit.cache.index import LocalVectorIndex
+from gateway_kit.cache.index import LocalVectorIndex, VectorIndex
 from gateway_kit.cache.settings import CacheSettingsStore
-from gateway_kit.cache.store import ALL, LocalCacheStore, StoreFigures, purge_ident
+from gateway_kit.cache.shared import StorageCacheStore, StorageVectorIndex
+from gateway_kit.cache.store import ALL, CacheStore, LocalCacheStore, StoreFigures, purge_ident
 from gateway_kit.config import Mode
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.storage import Storage
@@ -78,27 +80,52 @@ class AnswerCache:
         self._storage = storage
         self._changes = changes
         self.config = config
-        self.store = LocalCacheStore(
-            max_entries=config.max_entries,
-            max_bytes=config.max_bytes,
-            max_entry_bytes=config.max_entry_bytes,
-            ttl_s=config.ttl_s,
+        #: Whether answers live in the storage (shared by every instance) or in this process.
+        self.shared = config.store == "storage" or (
+            config.store == "auto" and type(storage).__name__ == "RedisStorage"
         )
+        self.local: LocalCacheStore | None = None
+        self.store: CacheStore
+        if self.shared:
+            self.store = StorageCacheStore(
+                storage,
+                max_entries=config.max_entries,
+                max_entry_bytes=config.max_entry_bytes,
+                ttl_s=config.ttl_s,
+            )
+        else:
+            self.store = self.local = LocalCacheStore(
+                max_entries=config.max_entries,
+                max_bytes=config.max_bytes,
+                max_entry_bytes=config.max_entry_bytes,
+                ttl_s=config.ttl_s,
+            )
         self.settings = CacheSettingsStore(storage, changes=changes)
-        self._index: LocalVectorIndex | None = None
+        self._index: VectorIndex | None = None
+        self._local_index: LocalVectorIndex | None = None
         self._embedder: Embedder | None = None
-        if config.mode is not Mode.OFF:
+        if config.mode is not Mode.OFF and not self.shared:
             changes.listen(self)
 
     @property
-    def index(self) -> LocalVectorIndex:
+    def index(self) -> VectorIndex:
         """The index of prompts (made on first use: it needs numpy, the semantic extra's)."""
         if self._index is None:
-            self._index = LocalVectorIndex(
-                per_partition=self.config.semantic.per_partition,
-                max_entries=self.config.max_entries,
-            )
+            per_partition = self.config.semantic.per_partition
+            if self.shared:
+                self._index = StorageVectorIndex(self._storage, per_partition=per_partition)
+            else:
+                self._index = self._local_index = LocalVectorIndex(
+                    per_partition=per_partition, max_entries=self.config.max_entries
+                )
         return self._index
+
+    @property
+    def local_index(self) -> LocalVectorIndex:
+        """The in-process index (when answers are kept in this process)."""
+        index = self.index
+        assert isinstance(index, LocalVectorIndex)
+        return index
 
     def local_embedder(self) -> Embedder:
         """The local embedder (loaded once: half a second, and 16 MB)."""
@@ -117,10 +144,11 @@ class AnswerCache:
         (``workspace_id=None``), here at once and in every process through the change feed;
         how many this process dropped."""
         scope = None if workspace_id is None else self.scope_of(workspace_id)
-        dropped = self.store.purge(scope, model)
-        if self._index is not None:
-            self._index.purge(scope, model)
-        await self._changes.publish(("cache", purge_ident(scope, model)))
+        dropped = await self.store.purge(scope, model)
+        if self._index is not None or self.shared:
+            await self.index.purge(scope, model)
+        if not self.shared:
+            await self._changes.publish(("cache", purge_ident(scope, model)))
         return dropped
 
     # The change feed's listener interface (``accounts.changes``): purges made elsewhere.
@@ -131,15 +159,17 @@ class AnswerCache:
         """A purge published on the change feed (``purge_ident``)."""
         scope, _, model = ident.partition("/")
         where = None if scope == ALL else scope
-        self.store.purge(where, model or None)
-        if self._index is not None:
-            self._index.purge(where, model or None)
+        if self.local is not None:
+            self.local.purge_now(where, model or None)
+        if self._local_index is not None:
+            self._local_index.purge_now(where, model or None)
 
     def clear(self) -> None:
         """The feed could not be followed: drop everything (a refill, never a stale answer)."""
-        self.store.clear()
-        if self._index is not None:
-            self._index.purge()
+        if self.local is not None:
+            self.local.clear()
+        if self._local_index is not None:
+            self._local_index.purge_now()
 
     async def stats(self, workspace_id: str) -> CacheStats:
         names = [*OUTCOMES, *(f"similarity:{b}" for b in BUCKETS)]
@@ -151,5 +181,5 @@ class AnswerCache:
             for bucket, count in zip(BUCKETS, values[len(OUTCOMES) :], strict=True)
             if count
         }
-        figures = self.store.figures(self.scope_of(workspace_id))
+        figures = await self.store.figures(self.scope_of(workspace_id))
         return CacheStats(hits, semantic, misses, bypasses, stored, figures, histogram)

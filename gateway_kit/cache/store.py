@@ -42,18 +42,18 @@ class StoreFigures:
 class CacheStore(Protocol):
     """What the cache layer needs of a store of answers."""
 
-    def get(self, key: CacheKey) -> CachedAnswer | None: ...
+    async def get(self, key: CacheKey) -> CachedAnswer | None: ...
 
-    def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
         """Keep ``answer``; ``False`` when it is too large to keep."""
         ...
 
-    def purge(self, scope: str | None = None, model: str | None = None) -> int:
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int:
         """Drop the entries of ``scope`` (``None``: every scope), of ``model`` if given;
-        how many were dropped."""
+        how many were dropped (here: a shared store may not know)."""
         ...
 
-    def figures(self, scope: str | None = None) -> StoreFigures: ...
+    async def figures(self, scope: str | None = None) -> StoreFigures: ...
 
 
 def purge_ident(scope: str | None, model: str | None) -> str:
@@ -87,7 +87,10 @@ class LocalCacheStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: CacheKey) -> CachedAnswer | None:
+    async def get(self, key: CacheKey) -> CachedAnswer | None:
+        return self.get_now(key)
+
+    def get_now(self, key: CacheKey) -> CachedAnswer | None:
         found = self._entries.get(key)
         if found is None:
             return None
@@ -98,7 +101,10 @@ class LocalCacheStore:
         self._entries.move_to_end(key)
         return answer
 
-    def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+        return self.put_now(key, answer)
+
+    def put_now(self, key: CacheKey, answer: CachedAnswer) -> bool:
         if answer.size > self.max_entry_bytes or answer.size > self.max_bytes:
             return False
         if key in self._entries:
@@ -111,7 +117,10 @@ class LocalCacheStore:
             self.evicted += 1
         return True
 
-    def purge(self, scope: str | None = None, model: str | None = None) -> int:
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        return self.purge_now(scope, model)
+
+    def purge_now(self, scope: str | None = None, model: str | None = None) -> int:
         if scope is None and model is None:
             dropped = len(self._entries)
             self.clear()
@@ -125,7 +134,10 @@ class LocalCacheStore:
             self._drop(key)
         return len(doomed)
 
-    def figures(self, scope: str | None = None) -> StoreFigures:
+    async def figures(self, scope: str | None = None) -> StoreFigures:
+        return self.figures_now(scope)
+
+    def figures_now(self, scope: str | None = None) -> StoreFigures:
         if scope is None:
             entries, size = len(self._entries), self._bytes
         else:

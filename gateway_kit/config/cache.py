@@ -44,12 +44,17 @@ class CacheConfig(_Config):
     max_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     #: How long an answer is served, in seconds.
     ttl_s: float = Field(default=3600.0, gt=0, le=30 * 86_400)
-    #: Bounds of the in-process store (each gateway process has its own): entries and bytes,
-    #: the least recently used answer going first.
+    #: Bounds of the store: entries (per scope on the shared store) and bytes (the in-process
+    #: one's; Redis's own ``maxmemory`` bounds the shared one), the least recently used answer
+    #: going first.
     max_entries: int = Field(default=10_000, ge=1, le=10_000_000)
     max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     #: An answer larger than this is not stored.
     max_entry_bytes: int = Field(default=1024 * 1024, ge=256)
+    #: Where answers live: ``local`` (each gateway process its own, bounded by the sizes
+    #: below), ``storage`` (the gateway's storage, shared by every instance on it), ``auto``
+    #: (``storage`` on Redis, else ``local``).
+    store: Literal["auto", "local", "storage"] = "auto"
     #: ``workspace``: a workspace's requests hit its own answers only. ``shared``: every
     #: workspace of the gateway shares answers (for one team's several workspaces; never
     #: across tenants who must not see each other's answers).

@@ -256,18 +256,19 @@ async def test_a_purge_of_the_answer_cache_reaches_the_other_instance(
     from gateway_kit.cost.usage import Usage
 
     answer = CachedAnswer.made("m", {"content": "hi"}, "stop", Usage(1, 1))
-    async with two_gateways(storages, clock, cache_ttl=0) as (a, b, _):
+    local = {"cache": {"store": "local"}}
+    async with two_gateways(storages, clock, cache_ttl=0, **local) as (a, b, _):
         for gateway in (a, b):
-            gateway.cache.store.put(CacheKey("ws_a", "m", "k1"), answer)
-            gateway.cache.store.put(CacheKey("ws_b", "m", "k1"), answer)
+            gateway.cache.local.put_now(CacheKey("ws_a", "m", "k1"), answer)
+            gateway.cache.local.put_now(CacheKey("ws_b", "m", "k1"), answer)
         assert await a.cache.purge("ws_a") == 1
-        assert len(b.cache.store) == 2  # not polled yet
+        assert len(b.cache.local) == 2  # not polled yet
         await b.keys.changes.next_poll()
-        assert b.cache.store.get(CacheKey("ws_a", "m", "k1")) is None
-        assert b.cache.store.get(CacheKey("ws_b", "m", "k1")) is not None
+        assert b.cache.local.get_now(CacheKey("ws_a", "m", "k1")) is None
+        assert b.cache.local.get_now(CacheKey("ws_b", "m", "k1")) is not None
         await a.cache.purge(None)  # everything
         await b.keys.changes.next_poll()
-        assert len(b.cache.store) == 0
+        assert len(b.cache.local) == 0
 
 
 async def test_a_key_revoked_by_the_cli_stops_working_in_a_running_gateway(
@@ -315,3 +316,44 @@ async def test_chat_requests_on_a_warm_key_read_no_account_record() -> None:
             await env.gateway.keys.changes.next_poll(wake=False)
             assert (await env.chat()).status == 200
         assert storage.cached_reads == 0
+
+
+async def test_with_the_shared_store_one_instance_serves_what_another_stored(
+    storages: tuple[Any, Any], clock: FakeClock
+) -> None:
+    """``cache.store = "storage"`` (what ``auto`` picks on Redis): answers and the semantic
+    index live in the storage; an answer one instance stored is served by the other, by the
+    same request and by one that means the same, and a purge through one is seen by both."""
+    pytest.importorskip("wordllama", reason="the semantic extra is not installed")
+    from gateway_kit import create_app
+    from gateway_kit.accounts.scopes import ROLES
+    from gateway_kit.testing import ASGIRecorder
+
+    cache = {"store": "storage", "semantic": {"models": ["mock-large"]}}
+    async with two_gateways(storages, clock, cache=cache) as (a, b, _):
+        assert a.cache.shared
+        workspace = await a.workspaces.create("team@example.com", plan="scale")
+        key = (await a.keys.create(workspace.id, scopes=ROLES["admin"])).secret
+        first, second = ASGIRecorder(create_app(gateway=a)), ASGIRecorder(create_app(gateway=b))
+
+        async def ask(app: ASGIRecorder, text: str) -> str:
+            payload = {
+                "model": "mock-large",
+                "messages": [{"role": "user", "content": text}],
+                "temperature": 0,
+            }
+            headers = {"authorization": f"Bearer {key}"}
+            response = await app.request(
+                "POST", "/v1/chat/completions", json=payload, headers=headers
+            )
+            assert response.status == 200
+            return str(response.headers["x-gateway-cache"])
+
+        assert await ask(first, "What is the largest ocean on Earth?") == "miss"
+        assert await ask(second, "What is the largest ocean on Earth?") == "hit"
+        assert await ask(second, "What is the biggest ocean on Earth?") == "semantic"
+        assert await ask(second, "What is the largest ocean on Mars?") == "miss"
+        path = f"/api/v1/workspaces/{workspace.id}/cache"
+        purge = await first.request("DELETE", path, headers={"authorization": f"Bearer {key}"})
+        assert purge.json()["purged"] == 2  # Earth's answer and Mars's
+        assert await ask(second, "What is the largest ocean on Earth?") == "miss"

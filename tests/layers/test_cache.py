@@ -390,7 +390,7 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         if pii_scope == "full":
             placeholder = env.upstream.sent_json()["messages"][0]["content"].split()[2]
             env.upstream.json_body = answer(f"Sent to {placeholder}.")
-            env.gateway.cache.store.purge()
+            await env.gateway.cache.store.purge()
             first = await env.chat(messages=[question], temperature=0)
         assert first.json()["choices"][0]["message"]["content"] == f"Sent to {email}."
         hit = await env.chat(messages=[question], temperature=0)
@@ -398,7 +398,7 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         assert hit.json()["choices"][0]["message"]["content"] == f"Sent to {email}."
         replay = await env.chat(messages=[question], temperature=0, stream=True)
         assert text_of(replay) == f"Sent to {email}."
-        kept = list(env.gateway.cache.store._entries.items())
+        kept = list(env.gateway.cache.local._entries.items())
         assert len(kept) == 1
         key, (_, stored) = kept[0]
         assert isinstance(key, CacheKey)

@@ -78,13 +78,13 @@ def test_the_key_ignores_order_and_volatile_fields_and_names_the_resolved_model(
 def test_the_store_keeps_at_most_its_entries_least_recently_used_first() -> None:
     store = LocalCacheStore(max_entries=2, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60)
     one, two, three = (CacheKey("ws", "m", str(i)) for i in range(3))
-    store.put(one, answer())
-    store.put(two, answer())
-    assert store.get(one) is not None  # one is now the most recent
-    store.put(three, answer())
-    assert store.get(two) is None
-    assert store.get(one) is not None
-    assert store.get(three) is not None
+    store.put_now(one, answer())
+    store.put_now(two, answer())
+    assert store.get_now(one) is not None  # one is now the most recent
+    store.put_now(three, answer())
+    assert store.get_now(two) is None
+    assert store.get_now(one) is not None
+    assert store.get_now(three) is not None
     assert store.evicted == 1
 
 
@@ -92,11 +92,11 @@ def test_the_store_keeps_at_most_its_bytes() -> None:
     size = answer("x" * 1000).size
     store = LocalCacheStore(max_entries=100, max_bytes=size * 3, max_entry_bytes=size * 2, ttl_s=60)
     for index in range(10):
-        assert store.put(CacheKey("ws", "m", str(index)), answer("x" * 1000))
-        assert store.figures().bytes <= size * 3
+        assert store.put_now(CacheKey("ws", "m", str(index)), answer("x" * 1000))
+        assert store.figures_now().bytes <= size * 3
     assert len(store) == 3
-    assert not store.put(CacheKey("ws", "m", "big"), answer("x" * 5000))  # over an entry's
-    assert store.get(CacheKey("ws", "m", "big")) is None
+    assert not store.put_now(CacheKey("ws", "m", "big"), answer("x" * 5000))  # over an entry's
+    assert store.get_now(CacheKey("ws", "m", "big")) is None
 
 
 def test_entries_expire_after_their_time_to_live() -> None:
@@ -105,26 +105,26 @@ def test_entries_expire_after_their_time_to_live() -> None:
         max_entries=10, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60, clock=clock
     )
     key = CacheKey("ws", "m", "k")
-    store.put(key, answer())
+    store.put_now(key, answer())
     clock.advance(59)
-    assert store.get(key) is not None
+    assert store.get_now(key) is not None
     clock.advance(2)
-    assert store.get(key) is None
-    assert store.figures().entries == 0
+    assert store.get_now(key) is None
+    assert store.figures_now().entries == 0
 
 
 def test_purges_by_scope_model_and_everything() -> None:
     store = LocalCacheStore(max_entries=10, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60)
     for scope in ("ws_a", "ws_b"):
         for model in ("m1", "org/m2"):
-            store.put(CacheKey(scope, model, "k"), answer())
-    assert store.purge("ws_a", "org/m2") == 1
-    assert store.figures("ws_a").entries == 1
-    assert store.purge(None, "m1") == 2  # every scope's m1
-    assert store.figures().entries == 1
-    store.purge("ws_b")
-    assert store.figures().entries == 0
-    assert store.figures().bytes == 0
+            store.put_now(CacheKey(scope, model, "k"), answer())
+    assert store.purge_now("ws_a", "org/m2") == 1
+    assert store.figures_now("ws_a").entries == 1
+    assert store.purge_now(None, "m1") == 2  # every scope's m1
+    assert store.figures_now().entries == 1
+    store.purge_now("ws_b")
+    assert store.figures_now().entries == 0
+    assert store.figures_now().bytes == 0
 
 
 def test_a_stream_put_back_together_serves_as_json_and_as_chunks() -> None:

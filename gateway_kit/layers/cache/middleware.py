@@ -148,7 +148,7 @@ class CacheMiddleware(GatewayLayer):
         where = cache.scope_of(workspace_id)
         secret = await self._secret.get()
         key = CacheKey(where, model, self.policy.key(masked, model, secret))
-        answer = cache.store.get(key)
+        answer = await cache.store.get(key)
         enforce = self.mode is Mode.ENFORCE
         if answer is not None and enforce:
             await self._serve(ctx, payload, model, answer, send, verdict=CacheVerdict(action="hit"))
@@ -174,12 +174,24 @@ class CacheMiddleware(GatewayLayer):
                 return  # served by a fallback: not the answer of this model
             if values and "pii.masked" in ctx.extras:
                 answer = _masked(answer, values)
-            if not cache.store.put(key, answer):
+            if answer.size > cache.config.max_entry_bytes:
                 return
-            ctx.extras[STORED] = True
-            if lookup is not None:
-                entry = IndexEntry(lookup.vector, lookup.text, key)
-                cache.index.add(where, lookup.partition, entry)
+
+            async def write() -> None:
+                if not await cache.store.put(key, answer) or lookup is None:
+                    return
+                await cache.index.add(where, lookup.partition, entry_of(lookup, key))
+
+            if cache.local is not None:
+                # In this process: kept now, so the client's next request finds it.
+                if not cache.local.put_now(key, answer):
+                    return
+                if lookup is not None:
+                    cache.local_index.add_now(where, lookup.partition, entry_of(lookup, key))
+
+                ctx.extras[STORED] = True
+                return
+            ctx.extras[STORED] = write  # to the storage after the response, off its path
 
         ctx.transforms.append(StoreTransform(ctx, keep))
         return receive
@@ -212,15 +224,17 @@ class CacheMiddleware(GatewayLayer):
         except Exception as exc:  # a provider down, a model that cannot load
             logger.warning("semantic cache: no embedding for %s: %r", ctx.request_id, exc)
             return None
-        matches, best = cache.index.search(where, partition, vector, threshold=config.threshold)
+        matches, best = await cache.index.search(
+            where, partition, vector, threshold=config.threshold
+        )
         found: CachedAnswer | None = None
         similarity = None
         for match in matches:
             if not same_meaning_words(match.entry.text, text):
                 continue
-            found = cache.store.get(match.entry.key)
+            found = await cache.store.get(match.entry.key)
             if found is None:  # its answer expired or was evicted
-                cache.index.forget(where, partition, match.entry.key)
+                await cache.index.forget(where, partition, match.entry.key)
                 continue
             similarity = match.similarity
             break
@@ -281,6 +295,10 @@ class CacheMiddleware(GatewayLayer):
         finally:
             chain.close()
             ctx.timings["cache"] = time.perf_counter() - started
+
+
+def entry_of(lookup: SemanticLookup, key: CacheKey) -> IndexEntry:
+    return IndexEntry(lookup.vector, lookup.text, key)
 
 
 def _header(scope: Scope, name: bytes) -> str:

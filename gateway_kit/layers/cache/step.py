@@ -5,6 +5,8 @@ kept) and, after a semantic lookup, the best similarity's histogram bucket."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gateway_kit.cache.service import OUTCOMES, bucket_of, outcome_key
 from gateway_kit.exceptions import StorageError
 from gateway_kit.layers.cache.policy import CacheVerdict
@@ -15,7 +17,8 @@ from gateway_kit.storage.base import Increment, IncrManyResult
 
 __all__ = ["CacheCounts"]
 
-#: What the extras hold when an answer was kept (set by the layer's store callback).
+#: The extras' key of an answer kept: ``True`` when it is in this process's store already,
+#: else the write (to the storage) to run after the response, with the settlement.
 STORED = "cache.stored"
 
 
@@ -36,17 +39,24 @@ class CacheCounts:
 
     def settle(self, ctx: RequestContext, admitted: bool) -> Settlement | None:
         verdict = ctx.verdicts.get(self.concern)
+        if not isinstance(verdict, CacheVerdict) or verdict.action not in OUTCOMES:
+            return None
+        write = ctx.extras.get(STORED)
+        increments = []
         principal = ctx.principal
-        if not isinstance(verdict, CacheVerdict) or principal is None:
-            return None
-        if verdict.action not in OUTCOMES:
-            return None
-        workspace_id = principal.workspace_id
-        increments = [Increment(outcome_key(workspace_id, verdict.action), 1)]
-        if ctx.extras.get(STORED):
-            increments.append(Increment(outcome_key(workspace_id, "stored"), 1))
-        best = verdict.similarity if verdict.similarity is not None else verdict.best
-        if best is not None:
-            bucket = f"similarity:{bucket_of(best)}"
-            increments.append(Increment(outcome_key(workspace_id, bucket), 1))
-        return Settlement(increments)
+        if principal is not None:  # counted per workspace
+            workspace_id = principal.workspace_id
+            increments.append(Increment(outcome_key(workspace_id, verdict.action), 1))
+            if write is not None:
+                increments.append(Increment(outcome_key(workspace_id, "stored"), 1))
+            best = verdict.similarity if verdict.similarity is not None else verdict.best
+            if best is not None:
+                bucket = f"similarity:{bucket_of(best)}"
+                increments.append(Increment(outcome_key(workspace_id, bucket), 1))
+        if write is None or write is True:
+            return Settlement(increments) if increments else None
+
+        async def then(_: Mapping[str, int]) -> None:
+            await write()
+
+        return Settlement(increments, then=then)

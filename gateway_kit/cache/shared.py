@@ -1,0 +1,192 @@
+"""The answer cache kept in the gateway's storage, so that every gateway instance on it (Redis)
+serves what any of them stored: ``StorageCacheStore`` (answers) and ``StorageVectorIndex``
+(the semantic cache's prompts). ``cache.store = "auto"`` uses them on Redis storage.
+
+Layout, every key in the scope's partition (a workspace's, or ``shared``):
+
+- ``<scope>:cache:a:<digest>``: an answer (``CachedAnswer.to_bytes``), with the cache's TTL;
+- ``<scope>:cache:keys``: a map of the scope's answers, digest -> ``<model> <expiry>``: what
+  a purge deletes (by model, or all), pruned of expired entries as answers are added, and
+  bounded by ``max_entries`` (the entries nearest their expiry go first);
+- ``<scope>:cache:v:<partition>``: a map of one partition's prompts, digest -> JSON of the
+  vector (base64 float32), the masked text and the model; at most ``per_partition``;
+- ``<scope>:cache:parts``: the scope's partitions, for purges;
+- ``gk:cache:scopes``: every scope with answers, for a purge of everything.
+
+A lookup is one ``get`` (and one ``map_items`` for a semantic one); the entries' bytes are
+bounded per entry (``max_entry_bytes``) and in number per scope; memory as a whole is the
+store's to bound (Redis's ``maxmemory``, with an eviction policy such as ``allkeys-lru``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway_kit.cache.answer import CachedAnswer
+from gateway_kit.cache.embedders import Vector
+from gateway_kit.cache.index import IndexEntry, Match, best_matches
+from gateway_kit.cache.store import CacheKey, StoreFigures
+from gateway_kit.storage import Storage
+
+__all__ = ["SCOPES_KEY", "StorageCacheStore", "StorageVectorIndex"]
+
+#: Every scope that has had answers stored.
+SCOPES_KEY = "gk:cache:scopes"
+
+#: Prune a scope's map of expired answers every this many additions.
+_PRUNE_EVERY = 64
+
+
+class StorageCacheStore:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        max_entries: int,
+        max_entry_bytes: int,
+        ttl_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._storage = storage
+        self.max_entries = max_entries
+        self.max_entry_bytes = max_entry_bytes
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._added = 0
+        #: Scopes this process knows are listed in ``SCOPES_KEY``.
+        self._scopes: set[str] = set()
+
+    async def get(self, key: CacheKey) -> CachedAnswer | None:
+        raw = await self._storage.get(_answer_key(key))
+        if raw is None:
+            return None
+        try:
+            answer = CachedAnswer.of_bytes(raw)
+        except (ValueError, KeyError, TypeError):
+            return None
+        return answer if answer.model == key.model or not answer.model else None
+
+    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+        if answer.size > self.max_entry_bytes:
+            return False
+        storage, index = self._storage, _keys_key(key.scope)
+        await storage.set(_answer_key(key), answer.to_bytes(), ttl=self.ttl_s)
+        if key.scope not in self._scopes:
+            await storage.map_set(SCOPES_KEY, key.scope, b"1")
+            self._scopes.add(key.scope)
+        expires = self._clock() + self.ttl_s
+        await storage.map_set(index, key.digest, f"{key.model} {expires:.0f}".encode())
+        self._added += 1
+        if self._added % _PRUNE_EVERY == 0:
+            await self._prune(key.scope)
+        return True
+
+    async def _prune(self, scope: str) -> None:
+        """Forget expired answers, and the oldest past ``max_entries``."""
+        storage, index = self._storage, _keys_key(scope)
+        entries = sorted(
+            (
+                (float(v.split()[-1]), digest)
+                for digest, v in (await storage.map_items(index)).items()
+            ),
+        )
+        now = self._clock()
+        over = max(0, len(entries) - self.max_entries)
+        for position, (expires, digest) in enumerate(entries):
+            if expires > now and position >= over:
+                break
+            await storage.delete(f"{scope}:cache:a:{digest}")
+            await storage.map_delete(index, digest)
+
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        if scope is None:
+            scopes = await self._storage.map_items(SCOPES_KEY)
+            return sum([await self.purge(name, model) for name in scopes])
+        storage, index = self._storage, _keys_key(scope)
+        dropped = 0
+        for digest, value in (await storage.map_items(index)).items():
+            if model is not None and value.decode().rsplit(" ", 1)[0] != model:
+                continue
+            await storage.delete(f"{scope}:cache:a:{digest}")
+            await storage.map_delete(index, digest)
+            dropped += 1
+        return dropped
+
+    async def figures(self, scope: str | None = None) -> StoreFigures:
+        entries = len(await self._storage.map_items(_keys_key(scope))) if scope else 0
+        return StoreFigures(entries, 0, self.max_entries, 0, 0)
+
+
+class StorageVectorIndex:
+    def __init__(self, storage: Storage, *, per_partition: int) -> None:
+        import numpy
+
+        self._np = numpy
+        self._storage = storage
+        self.per_partition = per_partition
+
+    async def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
+        storage = self._storage
+        vector = self._np.asarray(entry.vector, dtype=self._np.float32)
+        record = {
+            "v": base64.b64encode(vector.tobytes()).decode(),
+            "t": entry.text,
+            "m": entry.key.model,
+            "at": time.time(),
+        }
+        key = _vectors_key(scope, partition)
+        await storage.map_set(key, entry.key.digest, json.dumps(record).encode())
+        await storage.map_set(f"{scope}:cache:parts", partition, entry.key.model.encode())
+        items = await storage.map_items(key)
+        if len(items) > self.per_partition:
+            ages = sorted((json.loads(raw)["at"], digest) for digest, raw in items.items())
+            for _, digest in ages[: len(items) - self.per_partition]:
+                await storage.map_delete(key, digest)
+
+    async def search(
+        self, scope: str, partition: str, vector: Vector, *, threshold: float, limit: int = 5
+    ) -> tuple[list[Match], float | None]:
+        items = await self._storage.map_items(_vectors_key(scope, partition))
+        entries: list[IndexEntry] = []
+        for digest, raw in items.items():
+            record: dict[str, Any] = json.loads(raw)
+            stored = self._np.frombuffer(base64.b64decode(record["v"]), dtype=self._np.float32)
+            key = CacheKey(scope, record["m"], digest)
+            entries.append(IndexEntry(stored, record["t"], key))
+        if not entries:
+            return [], None
+        matrix = self._np.stack([e.vector for e in entries])
+        return best_matches(self._np, matrix, entries, vector, threshold, limit)
+
+    async def forget(self, scope: str, partition: str, key: CacheKey) -> None:
+        await self._storage.map_delete(_vectors_key(scope, partition), key.digest)
+
+    async def purge(self, scope: str | None = None, model: str | None = None) -> int:
+        if scope is None:
+            scopes = await self._storage.map_items(SCOPES_KEY)
+            return sum([await self.purge(name, model) for name in scopes])
+        storage, parts = self._storage, f"{scope}:cache:parts"
+        dropped = 0
+        for partition, owner in (await storage.map_items(parts)).items():
+            if model is not None and owner.decode() != model:
+                continue
+            await storage.delete(_vectors_key(scope, partition))
+            await storage.map_delete(parts, partition)
+            dropped += 1
+        return dropped
+
+
+def _answer_key(key: CacheKey) -> str:
+    return f"{key.scope}:cache:a:{key.digest}"
+
+
+def _keys_key(scope: str | None) -> str:
+    return f"{scope}:cache:keys"
+
+
+def _vectors_key(scope: str, partition: str) -> str:
+    return f"{scope}:cache:v:{partition}"
