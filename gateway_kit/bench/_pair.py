@@ -80,14 +80,16 @@ def start_pair(
 
 def interleaved(
     servers: Sequence[Server],
-    rotations: dict[str, Rotation],
+    rotations: dict[str, Rotation] | dict[str, bytes],
     *,
     requests: int,
     rounds: int,
     warmup: int,
+    concurrency: int = 1,
 ) -> dict[str, Series]:
-    """A warm-up, then ``rounds`` rounds at c=1, the order reversed every round; each server's
-    rotation carries on from run to run, so no request is sent twice."""
+    """A warm-up, then ``rounds`` rounds at ``concurrency``, the order reversed every round;
+    each server's rotation carries on from run to run, so no request is sent twice (a server
+    given one request, ``bytes``, sends it every time)."""
     series = {s.name: Series() for s in servers}
     offsets = dict.fromkeys(series, 0)
     for number in range(rounds + 1):  # round 0 is the warm-up
@@ -97,7 +99,7 @@ def interleaved(
             result = run_load(
                 server.port,
                 rotations[server.name],
-                concurrency=1,
+                concurrency=concurrency,
                 requests=requests if number else warmup,
                 offset=offsets[server.name],
             )

@@ -5,7 +5,15 @@
    reserves and settles) and the built-in mock provider; the same short chat request every
    time, so every request after the first is a hit. The baseline, measured in the same run:
    the same app with the cache off (every request goes to the mock).
-2. **Hits against misses over loopback at c=32** (target: hits at least 5x the req/s of
+2. **A semantic lookup** (target: at most 15 ms p50 for a short prompt on one core): the
+   local embedder and a search of a partition of 1,000 prompts, measured alone; then the
+   labelled pairs (``data/cache_pairs.jsonl``) replayed through the in-process stack with the
+   semantic cache on: each pair's first prompt, the same again (an exact hit), then the second
+   (a paraphrase to serve, or a near miss never to serve): the hit rates, the false-hit rate and
+   each outcome's p50.
+3. **Memory** (target: bounded by the configured size): 3x ``max_entries`` distinct answers
+   through a store bounded to 2,000 entries and 2 MB; its entries, bytes and Python memory.
+4. **Hits against misses over loopback at c=32** (target: hits at least 5x the req/s of
    misses): two gateways of this commit (``proxy --serve gateway``, memory storage, Auth and
    Limits on) against the proxy benchmark's mock upstream, one with the cache off (every
    request a miss through the mock), one with it on (the same request: hits), in interleaved
@@ -19,20 +27,23 @@ import json
 import os
 import statistics
 import time
+import tracemalloc
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from gateway_kit.bench._load import build_request, cpu_seconds, run_load
-from gateway_kit.bench._pair import Server, start_pair, table
+from gateway_kit.bench._load import build_request
+from gateway_kit.bench._pair import Server, interleaved, start_pair, table
 from gateway_kit.bench.proxy import PATH
-from gateway_kit.bench.routing import Series
 
 __all__ = ["main"]
 
 HIT_P50_MS = 1.0
 HIT_RPS_RATIO = 5.0
+SEMANTIC_P50_MS = 15.0
+PAIRS = Path(__file__).parent / "data" / "cache_pairs.jsonl"
 OFF, ON = "cache off (misses)", "cache on (hits)"
 QUESTION = {
     "messages": [
@@ -42,18 +53,23 @@ QUESTION = {
     "temperature": 0,
     "max_tokens": 64,
 }
-FULL = {"in_process": 5000, "requests_c1": 2000, "requests_c32": 6400, "rounds": 3}
-QUICK = {"in_process": 1000, "requests_c1": 300, "requests_c32": 1600, "rounds": 1}
+FULL = {
+    "in_process": 5000,
+    "lookups": 2000,
+    "requests_c1": 2000,
+    "requests_c32": 6400,
+    "rounds": 3,
+}
+QUICK = {"in_process": 1000, "lookups": 300, "requests_c1": 300, "requests_c32": 1600, "rounds": 1}
 
 
 # -- 1. in-process ------------------------------------------------------------------------------
 
 
-async def _in_process(cache: bool, requests: int) -> list[float]:
-    """Per-request latencies (ms) of the app called directly, after a warm-up."""
-    from gateway_kit import Gateway, GatewayConfig, create_app
+def _config(cache: dict[str, Any]) -> Any:
+    from gateway_kit import GatewayConfig
 
-    config = GatewayConfig.model_validate(
+    return GatewayConfig.model_validate(
         {
             "storage": {"url": "memory://"},
             "plans": {
@@ -66,11 +82,17 @@ async def _in_process(cache: bool, requests: int) -> list[float]:
             "default_plan": "bench",
             "budget": {"mode": "enforce"},
             "guardian": {"mode": "off"},
-            "cache": {"mode": "enforce" if cache else "off"},
+            "cache": cache,
             "webhooks": {"worker": False},
         }
     )
-    gateway = Gateway(config)
+
+
+async def _in_process(cache: bool, requests: int) -> list[float]:
+    """Per-request latencies (ms) of the app called directly, after a warm-up."""
+    from gateway_kit import Gateway, create_app
+
+    gateway = Gateway(_config({"mode": "enforce" if cache else "off"}))
     app = create_app(gateway=gateway)
     body = json.dumps({"model": "mock-large", **QUESTION}).encode()
     async with gateway:
@@ -92,7 +114,34 @@ async def _in_process(cache: bool, requests: int) -> list[float]:
     return latencies
 
 
+async def _call_state(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> str:
+    """The request's ``x-gateway-cache``."""
+    found: list[str] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            for name, value in message.get("headers", ()):
+                if name == b"x-gateway-cache":
+                    found.append(value.decode())
+
+    await _drive(app, body, headers, send)
+    return found[0] if found else "none"
+
+
 async def _call(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    status = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await _drive(app, body, headers, send)
+    return status
+
+
+async def _drive(app: Any, body: bytes, headers: list[tuple[bytes, bytes]], send: Any) -> None:
+    """One POST of ``body`` to the chat route, called as ASGI."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -108,7 +157,6 @@ async def _call(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> in
         "server": ("127.0.0.1", 8000),
     }
     sent = False
-    status = 0
 
     async def receive() -> dict[str, Any]:
         nonlocal sent
@@ -118,20 +166,110 @@ async def _call(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> in
         await anyio.sleep_forever()
         raise AssertionError  # pragma: no cover
 
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
     await app(scope, receive, send)
-    return status
 
 
 def _median_p50(latencies: list[float]) -> float:
     return statistics.median(latencies)
 
 
-# -- 2. over loopback ---------------------------------------------------------------------------
+# -- 2. semantic --------------------------------------------------------------------------------
+
+
+async def _semantic_alone(lookups: int) -> list[float]:
+    """Embedding a short prompt and searching a partition of 1,000: ms per lookup."""
+    import numpy
+
+    from gateway_kit.cache.embedders import LocalEmbedder
+    from gateway_kit.cache.index import IndexEntry, LocalVectorIndex
+    from gateway_kit.cache.store import CacheKey
+
+    embedder = LocalEmbedder()
+    index = LocalVectorIndex(per_partition=1000)
+    rng = numpy.random.default_rng(7)
+    for number in range(1000):
+        vector = rng.standard_normal(256).astype(numpy.float32)
+        vector /= numpy.linalg.norm(vector)
+        await index.add(
+            "ws", "p", IndexEntry(vector, f"prompt {number}", CacheKey("ws", "m", str(number)))
+        )
+    prompts = [
+        f"What is the capital of country number {i}, and why is it famous?" for i in range(lookups)
+    ]
+    took = []
+    for prompt in prompts:
+        started = time.perf_counter()
+        vector = (await embedder.embed([prompt]))[0]
+        await index.search("ws", "p", vector, threshold=0.93)
+        took.append((time.perf_counter() - started) * 1000)
+    return took
+
+
+async def _replay_pairs() -> dict[str, Any]:
+    """The labelled pairs through the stack: outcomes and latencies."""
+    from gateway_kit import Gateway, create_app
+
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    gateway = Gateway(_config({"semantic": {"models": ["mock-large"]}}))
+    app = create_app(gateway=gateway)
+    outcomes: dict[str, list[str]] = {"repeat": [], "paraphrase": [], "near_miss": []}
+    latencies: dict[str, list[float]] = {}
+    async with gateway:
+        workspace = await gateway.workspaces.create("bench@example.com")
+        key = (await gateway.keys.create(workspace.id)).secret
+        for pair in pairs:
+            await gateway.cache.purge()  # each pair alone
+            for role, text in (
+                ("first", pair["a"]),
+                ("repeat", pair["a"]),
+                (pair["label"], pair["b"]),
+            ):
+                body = json.dumps(
+                    {
+                        "model": "mock-large",
+                        "messages": [{"role": "user", "content": text}],
+                        "temperature": 0,
+                    }
+                ).encode()
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"authorization", f"Bearer {key}".encode()),
+                ]
+                started = time.perf_counter()
+                state = await _call_state(app, body, headers)
+                latencies.setdefault(state, []).append((time.perf_counter() - started) * 1000)
+                if role != "first":
+                    outcomes[role].append(state)
+    return {"outcomes": outcomes, "latencies": latencies, "pairs": len(pairs)}
+
+
+def _memory() -> dict[str, float]:
+    """Fill a store bounded to 2,000 entries and 2 MB with 3x as many answers."""
+    from gateway_kit.cache import CachedAnswer, CacheKey, LocalCacheStore
+    from gateway_kit.cost.usage import Usage
+
+    tracemalloc.start()
+    store = LocalCacheStore(
+        max_entries=2000, max_bytes=2_000_000, max_entry_bytes=100_000, ttl_s=3600
+    )
+    base = tracemalloc.get_traced_memory()[0]
+    peak_entries = peak_bytes = 0
+    for number in range(6000):
+        text = f"Answer number {number}: " + "lorem ipsum dolor sit amet " * (number % 40 + 5)
+        answer = CachedAnswer.made("m", {"content": text}, "stop", Usage(10, 20))
+        store.put_now(CacheKey("ws", "m", f"{number:032x}"), answer)
+        figures = store.figures_now()
+        peak_entries, peak_bytes = (
+            max(peak_entries, figures.entries),
+            max(peak_bytes, figures.bytes),
+        )
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return {"entries": peak_entries, "bytes": peak_bytes, "python_mib": used / 2**20}
+
+
+# -- 4. over loopback ---------------------------------------------------------------------------
 
 
 def _loopback(args: argparse.Namespace) -> bool:
@@ -145,7 +283,14 @@ def _loopback(args: argparse.Namespace) -> bool:
                 "target after a warm-up",
                 flush=True,
             )
-            series = _rounds(servers, requests, concurrency, count, args.rounds)
+            series = interleaved(
+                servers,
+                requests,
+                requests=count,
+                rounds=args.rounds,
+                warmup=max(200, count // 4),
+                concurrency=concurrency,
+            )
             print(table(series), flush=True)
             if concurrency == 32:
                 ratio = series[ON].pooled.rps / series[OFF].pooled.rps
@@ -166,28 +311,6 @@ def _loopback(args: argparse.Namespace) -> bool:
 def _request(server: Server) -> bytes:
     body = json.dumps({"model": "bench-model", **QUESTION}).encode()
     return build_request(PATH, body, server.headers)
-
-
-def _rounds(
-    servers: list[Server], requests: dict[str, bytes], concurrency: int, count: int, rounds: int
-) -> dict[str, Series]:
-    series = {s.name: Series() for s in servers}
-    for number in range(rounds + 1):  # round 0 is the warm-up
-        for server in servers if number % 2 else servers[::-1]:
-            done = series[server.name]
-            before = cpu_seconds(server.pid)
-            result = run_load(
-                server.port,
-                requests[server.name],
-                concurrency=concurrency,
-                requests=count if number else max(200, count // 4),
-            )
-            if number == 0:
-                done.warmup = result
-                continue
-            done.runs.append(result)
-            done.cpu_seconds += cpu_seconds(server.pid) - before
-    return series
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -215,13 +338,63 @@ def measure(args: argparse.Namespace) -> int:
         f"{'PASS' if in_process_ok else 'FAIL'}\n",
         flush=True,
     )
+    semantic_ok = _report_semantic(args)
+    memory_ok = _report_memory()
     print(
-        "2. Hits against misses over loopback (proxy --serve gateway, memory storage, Auth + "
+        "4. Hits against misses over loopback (proxy --serve gateway, memory storage, Auth + "
         "Limits on, the proxy benchmark's mock upstream)",
         flush=True,
     )
     loopback_ok = _loopback(args)
-    return 0 if in_process_ok and loopback_ok else 1
+    return 0 if in_process_ok and semantic_ok and memory_ok and loopback_ok else 1
+
+
+def _report_semantic(args: argparse.Namespace) -> bool:
+    print(
+        f"2. A semantic lookup: embedding a short prompt and searching a partition of 1,000 "
+        f"prompts, {args.lookups} times; then the {PAIRS.name} replayed through the stack",
+        flush=True,
+    )
+    took = anyio.run(_semantic_alone, args.lookups)
+    p50 = _median_p50(took)
+    passed = p50 <= SEMANTIC_P50_MS
+    print(
+        f"a semantic lookup takes {p50:.3f} ms p50 ({max(took):.3f} ms at most); target <= "
+        f"{SEMANTIC_P50_MS:.0f} ms: {'PASS' if passed else 'FAIL'}",
+        flush=True,
+    )
+    replay = anyio.run(_replay_pairs, backend_options={"use_uvloop": True})
+    outcomes = replay["outcomes"]
+
+    def rate(role: str, states: tuple[str, ...]) -> str:
+        seen = outcomes[role]
+        hits = sum(1 for state in seen if state in states)
+        return f"{hits}/{len(seen)} ({hits / len(seen):.1%})" if seen else "none"
+
+    false_hits = sum(1 for state in outcomes["near_miss"] if state in ("hit", "semantic"))
+    print(
+        f"{replay['pairs']} pairs: repeats served exactly {rate('repeat', ('hit',))}, "
+        f"paraphrases served by meaning {rate('paraphrase', ('semantic',))}, near misses "
+        f"served {rate('near_miss', ('hit', 'semantic'))}; target 0 false hits: "
+        f"{'PASS' if false_hits == 0 else 'FAIL'}"
+    )
+    for state, latencies in sorted(replay["latencies"].items()):
+        print(f"  {state:<9} p50 {_median_p50(latencies):.3f} ms over {len(latencies)} requests")
+    print(flush=True)
+    return passed and false_hits == 0
+
+
+def _report_memory() -> bool:
+    print("3. Memory: 6,000 distinct answers into a store bounded to 2,000 entries and 2 MB")
+    figures = _memory()
+    passed = figures["entries"] <= 2000 and figures["bytes"] <= 2_000_000
+    print(
+        f"at most {figures['entries']:.0f} entries and {figures['bytes']:,.0f} bytes of answers "
+        f"held, {figures['python_mib']:.1f} MiB of Python memory at the end; bounded: "
+        f"{'PASS' if passed else 'FAIL'}\n",
+        flush=True,
+    )
+    return passed
 
 
 def main(argv: list[str]) -> int:

@@ -36,8 +36,8 @@ class CacheConfig(_Config):
     #: ``enforce`` serves hits; ``monitor`` looks up and stores but serves every request from
     #: upstream (``x-gateway-cache-monitor`` says what would have hit); ``off``.
     mode: Mode = Mode.ENFORCE
-    #: The store failing (never with the built-in in-process one): ``open`` serves from
-    #: upstream, ``closed`` answers 503.
+    #: The shared store's storage failing on a lookup (the in-process store cannot): ``open``
+    #: serves from upstream (``x-gateway-cache: unchecked``), ``closed`` answers 503.
     on_error: OnError = OnError.OPEN
     #: The highest temperature a request may ask for and be cached. An omitted temperature
     #: is the provider's default (1 at OpenAI), not 0: such a request is not cached.

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from gateway_kit import MemoryStorage
 from gateway_kit.cache.store import CacheKey
+from gateway_kit.exceptions import StorageError
 from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
 
 pytestmark = pytest.mark.anyio
@@ -404,3 +406,25 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         assert isinstance(key, CacheKey)
         assert email not in json.dumps(stored.message)
         assert "<EMAIL_" in stored.message["content"]
+
+
+class CacheStorageDown(MemoryStorage):
+    """Memory storage whose cached answers cannot be read."""
+
+    async def get(self, key: str) -> bytes | None:
+        if ":cache:a:" in key:
+            raise StorageError("the cache's storage is down")
+        return await super().get(key)
+
+
+@pytest.mark.parametrize(("on_error", "status"), [("open", 200), ("closed", 503)])
+async def test_a_shared_store_that_fails_follows_on_error(on_error: str, status: int) -> None:
+    cache = {"store": "storage", "on_error": on_error}
+    async with provisioned("scale", storage_class=CacheStorageDown, cache=cache) as env:
+        env.upstream.json_body = answer()
+        response = await env.chat(**BASE)
+        assert response.status == status
+        if status == 200:
+            assert response.headers["x-gateway-cache"] == "unchecked"
+        else:
+            assert response.json()["error"]["code"] == "cache_unavailable"

@@ -6,6 +6,8 @@ the provider's embeddings as the embedder; and the labelled pairs at the default
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,29 @@ SYSTEM = {"role": "system", "content": "Answer briefly."}
 def answer(content: str) -> dict[str, Any]:
     choice = {"index": 0, "message": {"role": "assistant", "content": content}}
     return {**COMPLETION, "choices": [{**choice, "finish_reason": "stop"}]}
+
+
+@asynccontextmanager
+async def embedding_upstream(
+    monkeypatch: pytest.MonkeyPatch, embeddings: Callable[[httpx.Request], httpx.Response]
+) -> AsyncIterator[Any]:
+    """A gateway whose semantic cache embeds with its embedding model ``emb``, answered by
+    ``embeddings`` (chat calls as usual)."""
+    chat = FakeUpstream.__call__
+
+    async def upstream(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/embeddings"):
+            return embeddings(request)
+        return await chat(self, request)
+
+    monkeypatch.setattr(FakeUpstream, "__call__", upstream)
+    models = [
+        {"name": "gpt-fake", "provider": "up"},
+        {"name": "emb", "provider": "up", "kind": "embedding"},
+    ]
+    cache = {"semantic": {"models": ["gpt-fake"], "embedder": "emb"}}
+    async with provisioned("scale", models=models, cache=cache) as env:
+        yield env
 
 
 async def ask(env: Any, text: str, *, key: str | None = None, **fields: Any) -> Any:
@@ -126,22 +151,13 @@ async def test_semantic_hits_and_the_similarity_histogram_are_counted() -> None:
 async def test_the_providers_embeddings_as_the_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every text embeds to the same vector here: similarity 1, so the lexical guard alone
     decides, and a near miss still never hits."""
-    chat = FakeUpstream.__call__
 
-    async def upstream(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/embeddings"):
-            count = len(json.loads(request.content)["input"])
-            data = [{"index": i, "embedding": [0.6, 0.8]} for i in range(count)]
-            return httpx.Response(200, json={"object": "list", "data": data})
-        return await chat(self, request)
+    def vectors(request: httpx.Request) -> httpx.Response:
+        count = len(json.loads(request.content)["input"])
+        data = [{"index": i, "embedding": [0.6, 0.8]} for i in range(count)]
+        return httpx.Response(200, json={"object": "list", "data": data})
 
-    monkeypatch.setattr(FakeUpstream, "__call__", upstream)
-    models = [
-        {"name": "gpt-fake", "provider": "up"},
-        {"name": "emb", "provider": "up", "kind": "embedding"},
-    ]
-    cache = {"semantic": {"models": ["gpt-fake"], "embedder": "emb"}}
-    async with provisioned("scale", models=models, cache=cache) as env:
+    async with embedding_upstream(monkeypatch, vectors) as env:
         env.upstream.json_body = answer("Pacific.")
         await ask(env, "What is the largest ocean on Earth?")
         hit = await ask(env, "What is the biggest ocean on Earth?")
@@ -154,20 +170,10 @@ async def test_the_providers_embeddings_as_the_embedder(monkeypatch: pytest.Monk
 async def test_an_embedder_that_fails_makes_a_miss_not_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    chat = FakeUpstream.__call__
+    def refused(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "no", "type": "x"}})
 
-    async def upstream(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/embeddings"):
-            return httpx.Response(400, json={"error": {"message": "no", "type": "x"}})
-        return await chat(self, request)
-
-    monkeypatch.setattr(FakeUpstream, "__call__", upstream)
-    models = [
-        {"name": "gpt-fake", "provider": "up"},
-        {"name": "emb", "provider": "up", "kind": "embedding"},
-    ]
-    cache = {"semantic": {"models": ["gpt-fake"], "embedder": "emb"}}
-    async with provisioned("scale", models=models, cache=cache) as env:
+    async with embedding_upstream(monkeypatch, refused) as env:
         env.upstream.json_body = answer("Pacific.")
         first = await ask(env, "What is the largest ocean on Earth?")
         assert first.status == 200

@@ -37,6 +37,7 @@ from gateway_kit.chat.model import resolve_model
 from gateway_kit.chat.request import load_request
 from gateway_kit.config import Mode, OnError
 from gateway_kit.cost.costs import RequestCost
+from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.layers.cache.embedder import ProviderEmbedder
@@ -47,7 +48,7 @@ from gateway_kit.pipeline.body import replace_json
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
-from gateway_kit.pipeline.verdicts import Refusal
+from gateway_kit.pipeline.verdicts import Refusal, unavailable
 
 __all__ = ["CacheMiddleware", "SemanticLookup"]
 
@@ -148,7 +149,16 @@ class CacheMiddleware(GatewayLayer):
         where = cache.scope_of(workspace_id)
         secret = await self._secret.get()
         key = CacheKey(where, model, self.policy.key(masked, model, secret))
-        answer = await cache.store.get(key)
+        try:
+            answer = await cache.store.get(key)
+        except StorageError as exc:  # the shared store: the storage failed
+            refusal = unavailable(self.concern, self.on_error, exc)
+            if refusal is not None:
+                await refusal.send(send)
+                return None
+            ctx.verdicts[self.concern] = CacheVerdict(action="unchecked")
+            ctx.headers.append((b"x-gateway-cache", b"unchecked"))
+            return receive
         enforce = self.mode is Mode.ENFORCE
         if answer is not None and enforce:
             await self._serve(ctx, payload, model, answer, send, verdict=CacheVerdict(action="hit"))
@@ -221,21 +231,25 @@ class CacheMiddleware(GatewayLayer):
             partition, text = parts
             started = time.perf_counter()
             vector = (await embedder.embed([text]))[0]
-        except Exception as exc:  # a provider down, a model that cannot load
-            logger.warning("semantic cache: no embedding for %s: %r", ctx.request_id, exc)
+            matches, best = await cache.index.search(
+                where, partition, vector, threshold=config.threshold
+            )
+        except Exception as exc:  # a provider down, a model that cannot load, the storage
+            logger.warning("semantic cache: no lookup for %s: %r", ctx.request_id, exc)
             return None
-        matches, best = await cache.index.search(
-            where, partition, vector, threshold=config.threshold
-        )
         found: CachedAnswer | None = None
         similarity = None
         for match in matches:
             if not same_meaning_words(match.entry.text, text):
                 continue
-            found = await cache.store.get(match.entry.key)
-            if found is None:  # its answer expired or was evicted
-                await cache.index.forget(where, partition, match.entry.key)
-                continue
+            try:
+                found = await cache.store.get(match.entry.key)
+                if found is None:  # its answer expired or was evicted
+                    await cache.index.forget(where, partition, match.entry.key)
+                    continue
+            except StorageError:
+                found = None
+                break
             similarity = match.similarity
             break
         ctx.timings["semantic"] = time.perf_counter() - started
