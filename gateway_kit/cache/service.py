@@ -90,6 +90,7 @@ class AnswerCache:
             self.store = StorageCacheStore(
                 storage,
                 max_entries=config.max_entries,
+                max_bytes=config.max_bytes,
                 max_entry_bytes=config.max_entry_bytes,
                 ttl_s=config.ttl_s,
             )

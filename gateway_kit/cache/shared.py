@@ -5,16 +5,18 @@ serves what any of them stored: ``StorageCacheStore`` (answers) and ``StorageVec
 Layout, every key in the scope's partition (a workspace's, or ``shared``):
 
 - ``<scope>:cache:a:<digest>``: an answer (``CachedAnswer.to_bytes``), with the cache's TTL;
-- ``<scope>:cache:keys``: a map of the scope's answers, digest -> ``<model> <expiry>``: what
-  a purge deletes (by model, or all), pruned of expired entries as answers are added, and
-  bounded by ``max_entries`` (the entries nearest their expiry go first);
+- ``<scope>:cache:keys``: a map of the scope's answers, digest -> ``<model> <expiry> <bytes>``:
+  what a purge deletes (by model, or all), pruned of expired entries as answers are added
+  (every 64 a process adds), and then to ``max_entries`` and ``max_bytes`` a scope (the
+  entries nearest their expiry, the oldest, go first);
 - ``<scope>:cache:v:<partition>``: a map of one partition's prompts, digest -> JSON of the
   vector (base64 float32), the masked text and the model; at most ``per_partition``;
 - ``<scope>:cache:parts``: the scope's partitions, for purges;
 - ``gk:cache:scopes``: every scope with answers, for a purge of everything.
 
-A lookup is one ``get`` (and one ``map_items`` for a semantic one); the entries' bytes are
-bounded per entry (``max_entry_bytes``) and in number per scope; memory as a whole is the
+A lookup is one ``get`` (and one ``map_items`` for a semantic one). Bounds: each answer
+(``max_entry_bytes``), each scope's answers in number and bytes (checked as above, so a scope
+may run over by what 64 additions bring between two checks); memory as a whole is also the
 store's to bound (Redis's ``maxmemory``, with an eviction policy such as ``allkeys-lru``).
 """
 
@@ -47,12 +49,16 @@ class StorageCacheStore:
         storage: Storage,
         *,
         max_entries: int,
+        max_bytes: int,
         max_entry_bytes: int,
         ttl_s: float,
         clock: Callable[[], float] = time.time,
+        prune_every: int = _PRUNE_EVERY,
     ) -> None:
         self._storage = storage
+        self._prune_every = prune_every
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.max_entry_bytes = max_entry_bytes
         self.ttl_s = ttl_s
         self._clock = clock
@@ -65,10 +71,9 @@ class StorageCacheStore:
         if raw is None:
             return None
         try:
-            answer = CachedAnswer.of_bytes(raw)
-        except (ValueError, KeyError, TypeError):
-            return None
-        return answer if answer.model == key.model or not answer.model else None
+            return CachedAnswer.of_bytes(raw)
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None  # not an answer of this version's: a miss
 
     async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
         if answer.size > self.max_entry_bytes:
@@ -79,28 +84,28 @@ class StorageCacheStore:
             await storage.map_set(SCOPES_KEY, key.scope, b"1")
             self._scopes.add(key.scope)
         expires = self._clock() + self.ttl_s
-        await storage.map_set(index, key.digest, f"{key.model} {expires:.0f}".encode())
+        record = f"{key.model} {expires:.0f} {answer.size}"
+        await storage.map_set(index, key.digest, record.encode())
         self._added += 1
-        if self._added % _PRUNE_EVERY == 0:
+        if self._added % self._prune_every == 0:
             await self._prune(key.scope)
         return True
 
     async def _prune(self, scope: str) -> None:
-        """Forget expired answers, and the oldest past ``max_entries``."""
+        """Forget expired answers, then the oldest past ``max_entries`` or ``max_bytes``."""
         storage, index = self._storage, _keys_key(scope)
         entries = sorted(
-            (
-                (float(v.split()[-1]), digest)
-                for digest, v in (await storage.map_items(index)).items()
-            ),
+            (float(expiry), int(size), digest)
+            for digest, value in (await storage.map_items(index)).items()
+            for _, expiry, size in [value.decode().rsplit(" ", 2)]
         )
-        now = self._clock()
-        over = max(0, len(entries) - self.max_entries)
-        for position, (expires, digest) in enumerate(entries):
-            if expires > now and position >= over:
+        now, count, total = self._clock(), len(entries), sum(e[1] for e in entries)
+        for expires, size, digest in entries:
+            if expires > now and count <= self.max_entries and total <= self.max_bytes:
                 break
             await storage.delete(f"{scope}:cache:a:{digest}")
             await storage.map_delete(index, digest)
+            count, total = count - 1, total - size
 
     async def purge(self, scope: str | None = None, model: str | None = None) -> int:
         if scope is None:
@@ -109,7 +114,7 @@ class StorageCacheStore:
         storage, index = self._storage, _keys_key(scope)
         dropped = 0
         for digest, value in (await storage.map_items(index)).items():
-            if model is not None and value.decode().rsplit(" ", 1)[0] != model:
+            if model is not None and value.decode().rsplit(" ", 2)[0] != model:
                 continue
             await storage.delete(f"{scope}:cache:a:{digest}")
             await storage.map_delete(index, digest)
@@ -117,8 +122,9 @@ class StorageCacheStore:
         return dropped
 
     async def figures(self, scope: str | None = None) -> StoreFigures:
-        entries = len(await self._storage.map_items(_keys_key(scope))) if scope else 0
-        return StoreFigures(entries, 0, self.max_entries, 0, 0)
+        items = await self._storage.map_items(_keys_key(scope)) if scope else {}
+        size = sum(int(value.decode().rsplit(" ", 1)[1]) for value in items.values())
+        return StoreFigures(len(items), size, self.max_entries, self.max_bytes, 0)
 
 
 class StorageVectorIndex:

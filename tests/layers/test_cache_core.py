@@ -175,3 +175,38 @@ def test_a_cut_or_truncated_stream_is_not_kept() -> None:
     assert stream.answer(Usage(1, 1)) is None  # no finish
     stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
     assert stream.answer(Usage(1, 1)) is None
+
+
+@pytest.mark.anyio
+async def test_the_shared_store_bounds_each_scope_and_purges_by_model_and_everything() -> None:
+    from gateway_kit import MemoryStorage
+    from gateway_kit.cache.shared import StorageCacheStore
+
+    clock = FakeClock(1000.0)
+    size = answer("x" * 100).size
+    async with MemoryStorage(clock=clock) as storage:
+        store = StorageCacheStore(
+            storage,
+            max_entries=10,
+            max_bytes=size * 8,
+            max_entry_bytes=size * 4,
+            ttl_s=60,
+            clock=clock,
+            prune_every=1,
+        )
+        for index in range(30):
+            assert await store.put(CacheKey("ws_a", "m1", f"k{index}"), answer("x" * 100))
+            figures = await store.figures("ws_a")
+            assert figures.entries <= 8  # the bytes bound is the tighter here
+            assert figures.bytes <= size * 8
+        assert await store.get(CacheKey("ws_a", "m1", "k29")) is not None
+        assert await store.get(CacheKey("ws_a", "m1", "k0")) is None
+        assert not await store.put(CacheKey("ws_a", "m1", "big"), answer("x" * 5000))
+        await store.put(CacheKey("ws_b", "m2", "k"), answer())
+        await store.put(CacheKey("ws_b", "m3", "k2"), answer())
+        assert await store.purge("ws_b", "m2") == 1
+        assert await store.get(CacheKey("ws_b", "m3", "k2")) is not None
+        assert await store.purge(None) == 9  # every scope: ws_a's 8 and ws_b's last
+        clock.advance(61)
+        await store.put(CacheKey("ws_c", "m1", "k"), answer())
+        assert (await store.figures("ws_c")).entries == 1
