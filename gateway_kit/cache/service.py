@@ -18,11 +18,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway_kit.accounts.changes import ChangeFeed
+from gateway_kit.cache.answer import CachedAnswer
 from gateway_kit.cache.embedders import Embedder, LocalEmbedder
 from gateway_kit.cache.index import LocalVectorIndex, VectorIndex
 from gateway_kit.cache.settings import CacheSettingsStore
-from gateway_kit.cache.shared import StorageCacheStore, StorageVectorIndex
-from gateway_kit.cache.store import ALL, CacheStore, LocalCacheStore, StoreFigures, purge_ident
+from gateway_kit.cache.shared import (
+    StorageCacheStore,
+    StorageVectorIndex,
+    answer_key,
+    decode_answer,
+)
+from gateway_kit.cache.store import (
+    ALL,
+    CacheKey,
+    CacheStore,
+    LocalCacheStore,
+    StoreFigures,
+    purge_ident,
+)
 from gateway_kit.config import Mode
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.storage import Storage
@@ -133,6 +146,15 @@ class AnswerCache:
         if self._embedder is None:
             self._embedder = LocalEmbedder()
         return self._embedder
+
+    def shared_key(self, key: CacheKey) -> str:
+        """The storage key of ``key``'s answer in the shared store."""
+        return answer_key(key)
+
+    @staticmethod
+    def decode(raw: bytes) -> CachedAnswer | None:
+        """An answer as the shared store keeps it (``None``: unreadable, a miss)."""
+        return decode_answer(raw)
 
     def scope_of(self, workspace_id: str | None) -> str:
         """Where a workspace's entries are: its own scope, or the shared one."""

@@ -34,7 +34,13 @@ from gateway_kit.cache.index import IndexEntry, Match, best_matches
 from gateway_kit.cache.store import CacheKey, StoreFigures
 from gateway_kit.storage import Storage
 
-__all__ = ["SCOPES_KEY", "StorageCacheStore", "StorageVectorIndex"]
+__all__ = [
+    "SCOPES_KEY",
+    "StorageCacheStore",
+    "StorageVectorIndex",
+    "answer_key",
+    "decode_answer",
+]
 
 #: Every scope that has had answers stored.
 SCOPES_KEY = "gk:cache:scopes"
@@ -67,19 +73,14 @@ class StorageCacheStore:
         self._scopes: set[str] = set()
 
     async def get(self, key: CacheKey) -> CachedAnswer | None:
-        raw = await self._storage.get(_answer_key(key))
-        if raw is None:
-            return None
-        try:
-            return CachedAnswer.of_bytes(raw)
-        except (ValueError, KeyError, TypeError, IndexError):
-            return None  # not an answer of this version's: a miss
+        raw = await self._storage.get(answer_key(key))
+        return None if raw is None else decode_answer(raw)
 
     async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
         if answer.size > self.max_entry_bytes:
             return False
         storage, index = self._storage, _keys_key(key.scope)
-        await storage.set(_answer_key(key), answer.to_bytes(), ttl=self.ttl_s)
+        await storage.set(answer_key(key), answer.to_bytes(), ttl=self.ttl_s)
         if key.scope not in self._scopes:
             await storage.map_set(SCOPES_KEY, key.scope, b"1")
             self._scopes.add(key.scope)
@@ -186,8 +187,17 @@ class StorageVectorIndex:
         return dropped
 
 
-def _answer_key(key: CacheKey) -> str:
+def answer_key(key: CacheKey) -> str:
+    """Where ``key``'s answer is kept (in its scope's partition)."""
     return f"{key.scope}:cache:a:{key.digest}"
+
+
+def decode_answer(raw: bytes) -> CachedAnswer | None:
+    """A kept answer, or ``None`` when it cannot be read (another version's: a miss)."""
+    try:
+        return CachedAnswer.of_bytes(raw)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def _keys_key(scope: str | None) -> str:

@@ -409,12 +409,17 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
 
 
 class CacheStorageDown(MemoryStorage):
-    """Memory storage whose cached answers cannot be read."""
+    """Memory storage whose cached answers cannot be read (alone, or in an admission step)."""
 
     async def get(self, key: str) -> bytes | None:
         if ":cache:a:" in key:
             raise StorageError("the cache's storage is down")
         return await super().get(key)
+
+    async def incr_many(self, *args: Any, reads: Any = (), **kwargs: Any) -> Any:
+        if any(":cache:a:" in key for key in reads):
+            raise StorageError("the cache's storage is down")
+        return await super().incr_many(*args, reads=reads, **kwargs)
 
 
 @pytest.mark.parametrize(("on_error", "status"), [("open", 200), ("closed", 503)])

@@ -229,3 +229,40 @@ async def test_without_caches_the_workspace_is_read_once_per_request() -> None:
             assert answer.status == 200
             reads = [key for name, key in storage.calls if name == "get"]
             assert reads.count(f"{workspace.id}:workspace") == 1, storage.calls
+
+
+@pytest.mark.parametrize(
+    "backend", ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
+)
+async def test_a_hit_on_the_shared_cache_is_read_in_the_admission_step(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """With answers in the storage, the cached answer is one of the admission step's reads:
+    a hit makes no round trip of its own (one step before answering, one to settle)."""
+    from gateway_kit import create_app
+
+    config = priced_config(webhooks={"worker": False}, cache={"store": "storage"})
+    async with counted(backend, tmp_path, request) as (storage, clock):
+        client = httpx.AsyncClient(transport=httpx.MockTransport(_upstream))
+        gateway = Gateway(config, storage=storage, http_client=client, clock=clock)
+        async with gateway:
+            workspace = await gateway.workspaces.create("team@example.com")
+            key = (await gateway.keys.create(workspace.id)).secret
+            recorder = ASGIRecorder(create_app(gateway=gateway))
+            body = {
+                "model": "gpt-fake",
+                "messages": [{"role": "user", "content": "hi"}],
+                "temperature": 0,
+            }
+            headers = {"authorization": f"Bearer {key}"}
+            first = await recorder.request(
+                "POST", "/v1/chat/completions", json=body, headers=headers
+            )
+            assert first.headers["x-gateway-cache"] == "miss"
+            for _ in range(3):
+                storage.calls.clear()
+                hit = await recorder.request(
+                    "POST", "/v1/chat/completions", json=body, headers=headers
+                )
+                assert hit.headers["x-gateway-cache"] == "hit"
+                assert [name for name, _ in storage.calls] == ["incr_many", "incr_many"]

@@ -121,7 +121,8 @@ class CacheMiddleware(GatewayLayer):
         if "cache" in payload:  # ours, not the provider's: it does not go upstream
             payload = {k: v for k, v in payload.items() if k != "cache"}
             replace_json(scope, payload)
-        ctx.admission.join(CacheCounts())
+        counts = CacheCounts()
+        ctx.admission.join(counts)
         reason = self.policy.bypass_reason(asked, _header(scope, b"cache-control"))
         if reason is not None:
             ctx.verdicts[self.concern] = CacheVerdict(action="bypass", reason=reason)
@@ -134,6 +135,16 @@ class CacheMiddleware(GatewayLayer):
         if isinstance(route, Refusal):
             await self.refuse(ctx, send, route)
             return None
+        masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
+        principal = ctx.principal
+        workspace_id = principal.workspace_id if principal is not None else None
+        cache = gateway.cache
+        where = cache.scope_of(workspace_id)
+        secret = await self._secret.get()
+        key = CacheKey(where, route.name, self.policy.key(masked, route.name, secret))
+        if cache.shared and where == workspace_id:
+            # The answer is read in the admission step itself: no round trip of its own.
+            counts.read = cache.shared_key(key)
         # The admission first: a hit counts against the quota and passes Budget.
         refusal = await ctx.admission.commit(ctx, self.storage)
         if refusal is not None:
@@ -142,15 +153,14 @@ class CacheMiddleware(GatewayLayer):
         route = resolve_model(ctx, gateway, payload, "chat")  # a downgrade changes the model
         assert not isinstance(route, Refusal)
         model = route.name
-        masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
-        principal = ctx.principal
-        workspace_id = principal.workspace_id if principal is not None else None
-        cache = gateway.cache
-        where = cache.scope_of(workspace_id)
-        secret = await self._secret.get()
-        key = CacheKey(where, model, self.policy.key(masked, model, secret))
+        read = counts.read_done and model == key.model
+        if model != key.model:
+            key = CacheKey(where, model, self.policy.key(masked, model, secret))
         try:
-            answer = await cache.store.get(key)
+            if read:
+                answer = None if counts.read_value is None else cache.decode(counts.read_value)
+            else:
+                answer = await cache.store.get(key)
         except StorageError as exc:  # the shared store: the storage failed
             refusal = unavailable(self.concern, self.on_error, exc)
             if refusal is not None:

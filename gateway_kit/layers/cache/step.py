@@ -1,7 +1,8 @@
-"""``CacheCounts``: the cache layer's share of the request's admission: nothing to check
-before, and the workspace's counters written with the other layers' settlements, in the same
-step: the outcome (``hit``, ``semantic``, ``miss``, ``bypass``; ``stored`` when an answer was
-kept) and, after a semantic lookup, the best similarity's histogram bucket."""
+"""``CacheCounts``: the cache layer's share of the request's admission: with a shared store,
+the answer read in the step (no round trip of its own); and the workspace's counters, written
+with the other layers' settlements in the same step: the outcome (``hit``, ``semantic``,
+``miss``, ``bypass``; ``stored`` when an answer was kept) and, after a semantic lookup, the
+best similarity's histogram bucket."""
 
 from __future__ import annotations
 
@@ -23,12 +24,22 @@ STORED = "cache.stored"
 
 
 class CacheCounts:
+    """One request's: its counters after the response, and with a shared store the answer's
+    key read in the admission step (``read``; the value in ``read_value`` once ``read_done``)."""
+
     concern = "cache"
 
+    def __init__(self) -> None:
+        self.read: str | None = None
+        self.read_done = False
+        self.read_value: bytes | None = None
+
     def contribute(self, ctx: RequestContext) -> Contribution | None:
-        return None
+        return Contribution(reads=(self.read,)) if self.read is not None else None
 
     def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
+        if self.read is not None and self.read in result.reads:
+            self.read_value, self.read_done = result.reads[self.read], True
         return None
 
     def refused(self, ctx: RequestContext, result: IncrManyResult) -> Refusal:
