@@ -163,6 +163,7 @@ class Gateway:
             self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
             self._pii_settings = PIISettingsStore(storage, changes=changes)
             self._cache = AnswerCache(storage, changes, self.config.cache)
+            await self._cache.start()
             # Polls the change feed: cached keys, plans, caps and billing stay current, and
             # purges of the answer cache made elsewhere arrive.
             feed_tasks = await stack.enter_async_context(anyio.create_task_group())

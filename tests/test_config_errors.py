@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gateway_kit import Gateway, GatewayConfig, create_http_client, storage_from_url
+from gateway_kit.cache.embedders import LocalEmbedder
 from gateway_kit.cli import main
 from gateway_kit.config import ENV_PREFIX, ENV_VARIABLES, StorageConfig
 from gateway_kit.config.environment import path_problem
@@ -497,3 +498,43 @@ def test_the_installed_command_prints_one_line_and_no_traceback(
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == f"gateway-kit: {line.format(config=config)}\n"
+
+
+def test_the_semantic_cache_without_its_extra_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway_kit import load_config
+
+    monkeypatch.setitem(sys.modules, "wordllama", None)
+    path = write(tmp_path, '[cache.semantic]\nmodels = ["*"]\n')
+    with pytest.raises(MissingExtraError) as error:
+        load_config(path, environ={})
+    assert str(error.value) == (
+        f"{path}: cache.semantic.models: the local embedder needs the semantic extra: "
+        "pip install 'gateway-kit[semantic]'"
+    )
+    with pytest.raises(MissingExtraError, match="semantic extra"):
+        LocalEmbedder()
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            '[cache.semantic]\nmodels = ["nope"]\n',
+            "cache.semantic.models: no chat model named 'nope'",
+        ),
+        ('[cache.semantic]\nembedder = "nope"\n', "cache.semantic.embedder: 'local' or an"),
+        ("[cache]\nmax_temperature = 3\n", "cache.max_temperature"),
+        ('[cache]\nstore = "disk"\n', "cache.store"),
+    ],
+)
+def test_cache_configuration_mistakes_name_the_field(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    from gateway_kit import load_config
+
+    with pytest.raises(ConfigError) as error:
+        load_config(write(tmp_path, toml), environ={})
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import anyio
+
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.cache.answer import CachedAnswer
 from gateway_kit.cache.embedders import Embedder, LocalEmbedder
@@ -140,6 +142,13 @@ class AnswerCache:
         index = self.index
         assert isinstance(index, LocalVectorIndex)
         return index
+
+    async def start(self) -> None:
+        """Load the local embedder now (in a thread) when the configuration's models use it:
+        the first request looked up by meaning should not pay half a second for it."""
+        semantic = self.config.semantic
+        if self.config.mode is not Mode.OFF and semantic.models and semantic.embedder == "local":
+            await anyio.to_thread.run_sync(self.local_embedder)
 
     def local_embedder(self) -> Embedder:
         """The local embedder (loaded once: half a second, and 16 MB)."""
