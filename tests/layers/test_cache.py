@@ -5,14 +5,18 @@ placeholders in keys and stored answers, monitor mode and bad input."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 
-from gateway_kit import MemoryStorage
+from gateway_kit import Gateway, GatewayConfig, MemoryStorage, create_app
 from gateway_kit.cache.store import CacheKey
 from gateway_kit.exceptions import StorageError
-from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
+from gateway_kit.testing import ASGIRecorder
+from tests.fakes import COMPLETION, DONE, FakeUpstream, ScriptedStream, chunk, provisioned
 
 pytestmark = pytest.mark.anyio
 
@@ -433,3 +437,70 @@ async def test_a_shared_store_that_fails_follows_on_error(on_error: str, status:
             assert response.headers["x-gateway-cache"] == "unchecked"
         else:
             assert response.json()["error"]["code"] == "cache_unavailable"
+
+
+async def test_concurrent_requests_are_each_answered_and_counted_once() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        used = await env.used_requests()
+        states: list[str] = []
+
+        async def one() -> None:
+            response = await env.chat(**BASE)
+            assert response.status == 200
+            assert response.json()["choices"][0]["message"]["content"] == "Paris."
+            states.append(response.headers["x-gateway-cache"])
+
+        async with anyio.create_task_group() as tasks:
+            for _ in range(40):
+                tasks.start_soon(one)
+        assert await env.used_requests() == used + 40  # a hit is a request like any
+        stats = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/cache", headers=env.auth()
+        )
+        body = stats.json()
+        assert body["hits"] == states.count("hit")
+        assert body["misses"] == states.count("miss") == env.upstream.calls
+        assert body["hits"] + body["misses"] == 40
+        assert body["entries"] == 1
+
+
+async def test_answers_in_the_storage_outlive_a_restart(tmp_path: Path) -> None:
+    from gateway_kit import SQLiteStorage
+    from gateway_kit.accounts.scopes import ROLES
+
+    config = GatewayConfig.model_validate(
+        {
+            "providers": [{"name": "up", "base_url": "https://upstream.test/v1"}],
+            "models": [{"name": "gpt-fake", "provider": "up"}],
+            "plans": {"scale": {"included_requests": 1000, "burst_limit_rpm": 600}},
+            "default_plan": "scale",
+            "guardian": {"mode": "off"},
+            "webhooks": {"worker": False},
+            "cache": {"store": "storage"},
+        }
+    )
+    payload = {"model": "gpt-fake", **BASE}
+    states, calls, key = [], [], ""
+    for run in range(2):  # the same SQLite file, two gateways one after the other
+        upstream = FakeUpstream(json_body=answer())
+        client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+        async with (
+            SQLiteStorage(tmp_path / "state.db") as storage,
+            Gateway(config, storage=storage, http_client=client) as gateway,
+        ):
+            if run == 0:
+                workspace = await gateway.workspaces.create("team@example.com")
+                key = (await gateway.keys.create(workspace.id, scopes=ROLES["admin"])).secret
+            recorder = ASGIRecorder(create_app(gateway=gateway))
+            response = await recorder.request(
+                "POST",
+                "/v1/chat/completions",
+                json=payload,
+                headers={"authorization": f"Bearer {key}"},
+            )
+            assert response.status == 200
+            states.append(response.headers["x-gateway-cache"])
+            calls.append(upstream.calls)
+    assert states == ["miss", "hit"]
+    assert calls == [1, 0]
