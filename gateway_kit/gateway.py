@@ -165,10 +165,12 @@ class Gateway:
             self._cache = AnswerCache(storage, changes, self.config.cache)
             await self._cache.start()
             # Polls the change feed: cached keys, plans, caps and billing stay current, and
-            # purges of the answer cache made elsewhere arrive.
+            # purges of the answer cache made elsewhere arrive. And writes the answer
+            # cache's counters once a second (and at exit).
             feed_tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(feed_tasks.cancel_scope.cancel)  # runs first on exit
             await feed_tasks.start(changes.run)
+            await feed_tasks.start(self._cache.counters.run)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)

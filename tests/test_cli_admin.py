@@ -211,8 +211,7 @@ def test_cache_stats_and_a_purge_that_reaches_the_running_gateway(
     me = httpx.get(f"{base_url}/v1/me", headers=headers).json()
     workspace = me["workspace_id"]
     cfg = ["--config", str(config_file)]
-    stats = run_json(capsys, "cache", "stats", "--workspace", workspace, *cfg)
-    assert stats == {
+    expected = {
         "workspace_id": workspace,
         "hits": 1,
         "misses": 1,
@@ -220,6 +219,10 @@ def test_cache_stats_and_a_purge_that_reaches_the_running_gateway(
         "stored": 1,
         "hit_rate": 0.5,
     }
+    deadline = time.monotonic() + 5  # the gateway writes its counts once a second
+    while (stats := run_json(capsys, "cache", "stats", "--workspace", workspace, *cfg)) != expected:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.2)
     run_json(capsys, "cache", "purge", "--workspace", workspace, *cfg)
     deadline = time.monotonic() + 5  # the gateway polls the feed every second
     while ask() == "hit":

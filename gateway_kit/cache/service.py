@@ -4,13 +4,12 @@ It holds the store of answers and, when the semantic cache is used, the index of
 the embedder: in this process (``LocalCacheStore``, ``LocalVectorIndex``), or in the storage,
 shared by every instance (``cache.shared``: ``cache.store = "auto"`` on Redis). A purge drops
 the entries here at once; in-process stores of other processes drop theirs from the change
-feed, which it publishes the purge on (within a second); a shared store is purged once. It keeps
-the workspaces' settings (``CacheSettingsStore``: the semantic cache turned on), and reads
-each workspace's counters from the storage: requests served from the cache by exact match
-(``hit``) or by meaning (``semantic``), served from upstream (``miss``), not eligible
-(``bypass``), answers kept (``stored``), and the histogram of the best similarity each
-semantic lookup found. The counters are written by the cache layer in the request's
-settlement step.
+feed, which it publishes the purge on (within a second); a shared store is purged once. It
+keeps the workspaces' settings (``CacheSettingsStore``: the semantic cache turned on), and
+each workspace's counters (``CacheCounters``: added up in the process, written once a
+second): requests served from the cache by exact match (``hit``) or by meaning
+(``semantic``), served from upstream (``miss``), not eligible (``bypass``), answers kept
+(``stored``), and the histogram of the best similarity each semantic lookup found.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import anyio
 
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.cache.answer import CachedAnswer
+from gateway_kit.cache.counts import CacheCounters
 from gateway_kit.cache.embedders import Embedder, LocalEmbedder
 from gateway_kit.cache.index import LocalVectorIndex, VectorIndex
 from gateway_kit.cache.settings import CacheSettingsStore
@@ -117,6 +117,8 @@ class AnswerCache:
                 ttl_s=config.ttl_s,
             )
         self.settings = CacheSettingsStore(storage, changes=changes)
+        #: The workspaces' counters, added up here and written once a second.
+        self.counters = CacheCounters(storage)
         self._index: VectorIndex | None = None
         self._local_index: LocalVectorIndex | None = None
         self._embedder: Embedder | None = None
@@ -205,8 +207,13 @@ class AnswerCache:
 
     async def stats(self, workspace_id: str) -> CacheStats:
         names = [*OUTCOMES, *(f"similarity:{b}" for b in BUCKETS)]
-        counts = [await self._storage.get(outcome_key(workspace_id, name)) for name in names]
-        values = [int(raw) if raw else 0 for raw in counts]
+        keys = [outcome_key(workspace_id, name) for name in names]
+        written = [await self._storage.get(key) for key in keys]
+        # What this process counted and has not written yet is added: it sees its own counts.
+        values = [
+            (int(raw) if raw else 0) + self.counters.pending(key)
+            for key, raw in zip(keys, written, strict=True)
+        ]
         hits, semantic, misses, bypasses, stored = values[: len(OUTCOMES)]
         histogram = {
             bucket: count

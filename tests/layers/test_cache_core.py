@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 
 from gateway_kit.cache import CachedAnswer, CacheKey, LocalCacheStore, StreamAssembler
@@ -210,3 +211,37 @@ async def test_the_shared_store_bounds_each_scope_and_purges_by_model_and_everyt
         clock.advance(61)
         await store.put(CacheKey("ws_c", "m1", "k"), answer())
         assert (await store.figures("ws_c")).entries == 1
+
+
+@pytest.mark.anyio
+async def test_counts_are_added_up_and_written_once_per_workspace() -> None:
+    from gateway_kit import MemoryStorage
+    from gateway_kit.cache.counts import CacheCounters
+    from gateway_kit.exceptions import StorageError
+
+    class Failing(MemoryStorage):
+        down = True
+
+        async def incr_many(self, *args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StorageError("down")
+            return await super().incr_many(*args, **kwargs)
+
+    async with Failing() as storage:
+        counters = CacheCounters(storage)
+        for _ in range(3):
+            counters.add("ws_a:cache:hit")
+        counters.add("ws_b:cache:miss", 2)
+        assert counters.pending("ws_a:cache:hit") == 3
+        await counters.flush()  # the storage is down: nothing lost
+        assert counters.pending("ws_a:cache:hit") == 3
+        storage.down = False
+        await counters.flush()
+        assert counters.pending("ws_a:cache:hit") == 0
+        assert await storage.get("ws_a:cache:hit") == b"3"
+        assert await storage.get("ws_b:cache:miss") == b"2"
+        counters.add("ws_a:cache:hit")
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(counters.run)
+            tasks.cancel_scope.cancel()  # a shutdown: the last counts are written
+        assert await storage.get("ws_a:cache:hit") == b"4"

@@ -121,7 +121,7 @@ class CacheMiddleware(GatewayLayer):
         if "cache" in payload:  # ours, not the provider's: it does not go upstream
             payload = {k: v for k, v in payload.items() if k != "cache"}
             replace_json(scope, payload)
-        counts = CacheCounts()
+        counts = CacheCounts(gateway.cache.counters)
         ctx.admission.join(counts)
         reason = self.policy.bypass_reason(asked, _header(scope, b"cache-control"))
         if reason is not None:

@@ -1,20 +1,20 @@
 """``CacheCounts``: the cache layer's share of the request's admission: with a shared store,
-the answer read in the step (no round trip of its own); and the workspace's counters, written
-with the other layers' settlements in the same step: the outcome (``hit``, ``semantic``,
-``miss``, ``bypass``; ``stored`` when an answer was kept) and, after a semantic lookup, the
-best similarity's histogram bucket."""
+the answer read in the step (no round trip of its own); after the response, the workspace's
+counters (``cache.counts``: the outcome, ``stored`` when an answer was kept, the best
+similarity's histogram bucket) and, with a shared store, the write of a kept answer."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gateway_kit.cache.counts import CacheCounters
 from gateway_kit.cache.service import OUTCOMES, bucket_of, outcome_key
 from gateway_kit.exceptions import StorageError
 from gateway_kit.layers.cache.policy import CacheVerdict
 from gateway_kit.pipeline.admission import Contribution, Settlement
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal
-from gateway_kit.storage.base import Increment, IncrManyResult
+from gateway_kit.storage.base import IncrManyResult
 
 __all__ = ["CacheCounts"]
 
@@ -29,7 +29,8 @@ class CacheCounts:
 
     concern = "cache"
 
-    def __init__(self) -> None:
+    def __init__(self, counters: CacheCounters) -> None:
+        self._counters = counters
         self.read: str | None = None
         self.read_done = False
         self.read_value: bytes | None = None
@@ -53,21 +54,19 @@ class CacheCounts:
         if not isinstance(verdict, CacheVerdict) or verdict.action not in OUTCOMES:
             return None
         write = ctx.extras.get(STORED)
-        increments = []
         principal = ctx.principal
-        if principal is not None:  # counted per workspace
-            workspace_id = principal.workspace_id
-            increments.append(Increment(outcome_key(workspace_id, verdict.action), 1))
+        if principal is not None:  # counted per workspace, written once a second
+            add, workspace_id = self._counters.add, principal.workspace_id
+            add(outcome_key(workspace_id, verdict.action))
             if write is not None:
-                increments.append(Increment(outcome_key(workspace_id, "stored"), 1))
+                add(outcome_key(workspace_id, "stored"))
             best = verdict.similarity if verdict.similarity is not None else verdict.best
             if best is not None:
-                bucket = f"similarity:{bucket_of(best)}"
-                increments.append(Increment(outcome_key(workspace_id, bucket), 1))
+                add(outcome_key(workspace_id, f"similarity:{bucket_of(best)}"))
         if write is None or write is True:
-            return Settlement(increments) if increments else None
+            return None
 
         async def then(_: Mapping[str, int]) -> None:
             await write()
 
-        return Settlement(increments, then=then)
+        return Settlement(then=then)
