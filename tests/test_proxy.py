@@ -510,9 +510,16 @@ async def test_mock_provider_streams_through_the_gateway_offline() -> None:
     assert health.json() == {"status": "ok"}
 
 
-async def test_a_gateway_that_was_not_entered_answers_503() -> None:
-    recorder = ASGIRecorder(create_app(gateway=Gateway(offline_config())))
-    response = await recorder.request("POST", URL, json={**HELLO, "model": "mock-large"})
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"temperature": 0}],
+    ids=["not-cached", "cached-request"],
+)
+async def test_a_gateway_that_was_not_entered_answers_503(fields: dict[str, Any]) -> None:
+    config = offline_config(pii={"mode": "enforce"})  # the layers without Auth step aside
+    recorder = ASGIRecorder(create_app(gateway=Gateway(config)))
+    payload = {**HELLO, "model": "mock-large", **fields}
+    response = await recorder.request("POST", URL, json=payload)
     assert response.status == 503
     assert error_of(response)["code"] == "gateway_not_running"
 

@@ -97,8 +97,8 @@ class CacheMiddleware(GatewayLayer):
 
     def passes(self, scope: Scope) -> bool:
         # Answers are cached with or without Auth (without it, in the shared scope); the
-        # embeddings route is not cached.
-        return self.mode is Mode.OFF or self.request_kind != "chat"
+        # embeddings route is not cached; a gateway not entered is the endpoint's to answer.
+        return self.mode is Mode.OFF or self.request_kind != "chat" or not self.gateway.running
 
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send

@@ -72,8 +72,9 @@ class PIIMiddleware(GatewayLayer):
 
     def passes(self, scope: Scope) -> bool:
         # Unlike the layers that count per key, masking needs no principal: a gateway run
-        # without Auth (or an app that mounts this layer alone) masks all the same.
-        return self.mode is Mode.OFF
+        # without Auth (or an app that mounts this layer alone) masks all the same. A gateway
+        # not entered is the endpoint's to answer (503).
+        return self.mode is Mode.OFF or not self.gateway.running
 
     @property
     def policy(self) -> PIIPolicy:
