@@ -101,6 +101,8 @@ _DOMAIN = re.compile(r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-]
 _RUN = re.compile(r"\d[\d ().:/-]*\d")
 _GROUP = re.compile(r"\d+")
 _NUMERIC_KINDS = frozenset({"PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS"})
+#: ``str.translate`` table deleting digits: what is left of a run is its separators.
+_DIGITS_AWAY = str.maketrans("", "", "0123456789")
 #: A date, or a number led by a year (``2026-004815``), is no phone number, whatever
 #: libphonenumber would make of its digits.
 _DATE = re.compile(r"(?:19|20)\d\d-|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)")
@@ -223,18 +225,21 @@ class BuiltinDetector:
         kinds, before = self.kinds, max(0, start - 2)
         if "IBAN" in kinds and start >= 2 and text[start - 2 : start].isalpha():
             yield from _ibans(text, start - 2)
-        if "CARD" in kinds and end - start >= 13:
+        # How many digits the run holds: a kind needing more is not looked for at all.
+        run = text[start:end]
+        digits = len(run) - len(run.translate(_DIGITS_AWAY))
+        if "CARD" in kinds and digits >= 13:
             for match in _CARD.finditer(text, start, end):
                 card = _card_in(match.group())
                 if card is not None:
                     yield Span(match.start() + card[0], match.start() + card[1], "CARD")
-        if "US_SSN" in kinds and end - start >= 11:
+        if "US_SSN" in kinds and end - start >= 11 and digits >= 9:
             for match in _SSN.finditer(text, start, end):
                 area, group, serial = match.group(1), match.group(3), match.group(4)
                 valid_area = area not in ("000", "666") and area[0] != "9"
                 if valid_area and group != "00" and serial != "0000":
                     yield Span(match.start(), match.end(), "US_SSN")
-        if "IP_ADDRESS" in kinds and end - start >= 7:
+        if "IP_ADDRESS" in kinds and end - start >= 7 and text.find(".", start, end) >= 0:
             yield from _ipv4(text, start, end)
         if self._phones is not None and end - start >= 6:
             for match in _PHONE.finditer(text, before, end):
