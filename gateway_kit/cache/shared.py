@@ -11,8 +11,10 @@ Layout, every key in the scope's partition (a workspace's, or ``shared``):
   entries nearest their expiry, the oldest, go first);
 - ``<scope>:cache:v:<partition>``: a map of one partition's prompts, digest -> JSON of the
   vector (base64 float16: about 700 bytes for 256 dimensions), the masked text and the model;
-  at most ``per_partition``. A semantic lookup reads the whole map: a partition at 1,000
-  prompts is about a megabyte a lookup (lower ``per_partition`` when partitions are large);
+  at most ``per_partition`` (trimmed every 16 additions a process makes);
+- ``<scope>:cache:vv:<partition>``: the partition's version, moved by every change: a process
+  reads a partition's prompts again only when it moved, so a semantic lookup of an unchanged
+  partition is one ``get``;
 - ``<scope>:cache:parts``: the scope's partitions, for purges;
 - ``gk:cache:scopes``: every scope with answers, for a purge of everything.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +52,10 @@ SCOPES_KEY = "gk:cache:scopes"
 
 #: Prune a scope's map of expired answers every this many additions.
 _PRUNE_EVERY = 64
+#: Trim a partition's prompts to ``per_partition`` every this many additions (per process).
+_TRIM_EVERY = 16
+#: Partitions a process mirrors, the least recently searched dropped first.
+_MIRRORED = 1000
 
 
 class StorageCacheStore:
@@ -131,16 +138,26 @@ class StorageCacheStore:
 
 
 class StorageVectorIndex:
-    def __init__(self, storage: Storage, *, per_partition: int) -> None:
+    """The semantic cache's index in the storage, with a mirror of the partitions this process
+    searched: a partition's version (``<scope>:cache:vv:<partition>``, moved by every change
+    of it) is read on each search, and its prompts only when it moved, so a search of an
+    unchanged partition costs one ``get``, whatever its size."""
+
+    def __init__(self, storage: Storage, *, per_partition: int, mirrored: int = _MIRRORED) -> None:
         import numpy
 
         self._np = numpy
         self._storage = storage
         self.per_partition = per_partition
+        self._mirrored = mirrored
+        #: (scope, partition) -> (its version when read, its entries, their vectors stacked).
+        self._mirror: OrderedDict[tuple[str, str], tuple[bytes | None, list[IndexEntry], Any]]
+        self._mirror = OrderedDict()
+        self._added = 0
 
     async def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
         storage = self._storage
-        # float16: half the bytes each lookup reads, similarities within about 1e-3.
+        # float16: half the bytes a partition's read takes, similarities within about 1e-3.
         vector = self._np.asarray(entry.vector, dtype=self._np.float16)
         record = {
             "v": base64.b64encode(vector.tobytes()).decode(),
@@ -151,30 +168,48 @@ class StorageVectorIndex:
         key = _vectors_key(scope, partition)
         await storage.map_set(key, entry.key.digest, json.dumps(record).encode())
         await storage.map_set(f"{scope}:cache:parts", partition, entry.key.model.encode())
-        items = await storage.map_items(key)
-        if len(items) > self.per_partition:
-            ages = sorted((json.loads(raw)["at"], digest) for digest, raw in items.items())
-            for _, digest in ages[: len(items) - self.per_partition]:
-                await storage.map_delete(key, digest)
+        self._added += 1
+        if self._added % _TRIM_EVERY == 0:
+            items = await storage.map_items(key)
+            if len(items) > self.per_partition:
+                ages = sorted((json.loads(raw)["at"], digest) for digest, raw in items.items())
+                for _, digest in ages[: len(items) - self.per_partition]:
+                    await storage.map_delete(key, digest)
+        await storage.incr(_version_key(scope, partition), 1)
 
     async def search(
         self, scope: str, partition: str, vector: Vector, *, threshold: float, limit: int = 5
     ) -> tuple[list[Match], float | None]:
+        where = (scope, partition)
+        version = await self._storage.get(_version_key(scope, partition))
+        known = self._mirror.get(where)
+        if known is not None and version is not None and known[0] == version:
+            self._mirror.move_to_end(where)
+            _, entries, matrix = known
+        else:
+            entries = await self._read(scope, partition)
+            matrix = self._np.stack([e.vector for e in entries]) if entries else None
+            self._mirror[where] = (version, entries, matrix)
+            self._mirror.move_to_end(where)
+            while len(self._mirror) > self._mirrored:
+                self._mirror.popitem(last=False)
+        if not entries:
+            return [], None
+        return best_matches(self._np, matrix, entries, vector, threshold, limit)
+
+    async def _read(self, scope: str, partition: str) -> list[IndexEntry]:
         items = await self._storage.map_items(_vectors_key(scope, partition))
         entries: list[IndexEntry] = []
         for digest, raw in items.items():
             record: dict[str, Any] = json.loads(raw)
             raw16 = base64.b64decode(record["v"])
             stored = self._np.frombuffer(raw16, dtype=self._np.float16).astype(self._np.float32)
-            key = CacheKey(scope, record["m"], digest)
-            entries.append(IndexEntry(stored, record["t"], key))
-        if not entries:
-            return [], None
-        matrix = self._np.stack([e.vector for e in entries])
-        return best_matches(self._np, matrix, entries, vector, threshold, limit)
+            entries.append(IndexEntry(stored, record["t"], CacheKey(scope, record["m"], digest)))
+        return entries
 
     async def forget(self, scope: str, partition: str, key: CacheKey) -> None:
         await self._storage.map_delete(_vectors_key(scope, partition), key.digest)
+        await self._storage.incr(_version_key(scope, partition), 1)
 
     async def purge(self, scope: str | None = None, model: str | None = None) -> int:
         if scope is None:
@@ -187,6 +222,7 @@ class StorageVectorIndex:
                 continue
             await storage.delete(_vectors_key(scope, partition))
             await storage.map_delete(parts, partition)
+            await storage.incr(_version_key(scope, partition), 1)
             dropped += 1
         return dropped
 
@@ -210,3 +246,7 @@ def _keys_key(scope: str | None) -> str:
 
 def _vectors_key(scope: str, partition: str) -> str:
     return f"{scope}:cache:v:{partition}"
+
+
+def _version_key(scope: str, partition: str) -> str:
+    return f"{scope}:cache:vv:{partition}"

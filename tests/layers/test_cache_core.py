@@ -245,3 +245,43 @@ async def test_counts_are_added_up_and_written_once_per_workspace() -> None:
             await tasks.start(counters.run)
             tasks.cancel_scope.cancel()  # a shutdown: the last counts are written
         assert await storage.get("ws_a:cache:hit") == b"4"
+
+
+@pytest.mark.anyio
+async def test_the_shared_index_reads_a_partition_again_only_when_it_changed() -> None:
+    numpy = pytest.importorskip("numpy")
+    from gateway_kit import MemoryStorage
+    from gateway_kit.cache.index import IndexEntry
+    from gateway_kit.cache.shared import StorageVectorIndex
+
+    def unit(*values: float) -> Any:
+        vector = numpy.asarray(values, dtype=numpy.float32)
+        return vector / numpy.linalg.norm(vector)
+
+    reads: list[str] = []
+
+    class Counting(MemoryStorage):
+        async def map_items(self, key: str) -> dict[str, bytes]:
+            reads.append(key)
+            return await super().map_items(key)
+
+    async with Counting() as storage:
+        mine = StorageVectorIndex(storage, per_partition=10)
+        theirs = StorageVectorIndex(storage, per_partition=10)  # another gateway process
+        await theirs.add("ws", "p", IndexEntry(unit(1, 0), "first", CacheKey("ws", "m", "a")))
+        matches, best = await mine.search("ws", "p", unit(1, 0), threshold=0.9)
+        assert [m.entry.text for m in matches] == ["first"]
+        assert best == pytest.approx(1.0, abs=1e-3)
+        reads.clear()
+        for _ in range(3):  # unchanged: the mirror answers, one version read each
+            await mine.search("ws", "p", unit(1, 0), threshold=0.9)
+        assert reads == []
+        await theirs.add("ws", "p", IndexEntry(unit(0, 1), "second", CacheKey("ws", "m", "b")))
+        matches, _ = await mine.search("ws", "p", unit(0, 1), threshold=0.9)
+        assert [m.entry.text for m in matches] == ["second"]
+        assert len(reads) == 1
+        await theirs.forget("ws", "p", CacheKey("ws", "m", "b"))
+        matches, _ = await mine.search("ws", "p", unit(0, 1), threshold=0.9)
+        assert matches == []
+        assert await theirs.purge("ws") == 1
+        assert await mine.search("ws", "p", unit(1, 0), threshold=0.9) == ([], None)
