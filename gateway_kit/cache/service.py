@@ -122,8 +122,20 @@ class AnswerCache:
         self._index: VectorIndex | None = None
         self._local_index: LocalVectorIndex | None = None
         self._embedder: Embedder | None = None
+        #: An embedder plugged in with ``use``.
+        self.custom_embedder: Embedder | None = None
         if config.mode is not Mode.OFF and not self.shared:
             changes.listen(self)
+
+    def use(self, *, embedder: Embedder | None = None, index: VectorIndex | None = None) -> None:
+        """Plug in an embedder of your own (any ``Embedder``: it then embeds for every
+        semantic lookup, whatever ``cache.semantic.embedder`` says) and/or a vector index
+        (any ``VectorIndex``). Call it after entering the gateway, before serving."""
+        if embedder is not None:
+            self.custom_embedder = embedder
+        if index is not None:
+            self._index = index
+            self._local_index = index if isinstance(index, LocalVectorIndex) else None
 
     @property
     def index(self) -> VectorIndex:
@@ -139,11 +151,10 @@ class AnswerCache:
         return self._index
 
     @property
-    def local_index(self) -> LocalVectorIndex:
-        """The in-process index (when answers are kept in this process)."""
+    def local_index(self) -> LocalVectorIndex | None:
+        """The in-process index, when that is the index (answers kept in this process)."""
         index = self.index
-        assert isinstance(index, LocalVectorIndex)
-        return index
+        return index if isinstance(index, LocalVectorIndex) else None
 
     async def start(self) -> None:
         """Load the local embedder now (in a thread) when the configuration's models use it:

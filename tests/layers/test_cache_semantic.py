@@ -206,3 +206,30 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     assert false_hits == []
     paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
     assert paraphrases >= 19
+
+
+async def test_an_embedder_of_your_own() -> None:
+    """``gateway.cache.use(embedder=...)``: any object with ``id`` and ``async embed``."""
+    numpy = pytest.importorskip("numpy")
+
+    class Constant:
+        id = "constant-1"
+
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        async def embed(self, texts: Any) -> list[Any]:
+            self.texts += texts
+            return [numpy.asarray([0.6, 0.8], dtype=numpy.float32) for _ in texts]
+
+    async with provisioned("scale", **SEMANTIC) as env:
+        mine = Constant()
+        env.gateway.cache.use(embedder=mine)
+        env.upstream.json_body = answer("Pacific.")
+        await ask(env, "What is the largest ocean on Earth?")
+        hit = await ask(env, "What is the biggest ocean on Earth?")
+        assert hit.headers["x-gateway-cache"] == "semantic"
+        assert mine.texts == [
+            "What is the largest ocean on Earth?",
+            "What is the biggest ocean on Earth?",
+        ]

@@ -202,12 +202,13 @@ class CacheMiddleware(GatewayLayer):
                     return
                 await cache.index.add(where, lookup.partition, entry_of(lookup, key))
 
-            if cache.local is not None:
+            local_index = cache.local_index if lookup is not None else None
+            if cache.local is not None and (lookup is None or local_index is not None):
                 # In this process: kept now, so the client's next request finds it.
                 if not cache.local.put_now(key, answer):
                     return
-                if lookup is not None:
-                    cache.local_index.add_now(where, lookup.partition, entry_of(lookup, key))
+                if lookup is not None and local_index is not None:
+                    local_index.add_now(where, lookup.partition, entry_of(lookup, key))
 
                 ctx.extras[STORED] = True
                 return
@@ -266,6 +267,9 @@ class CacheMiddleware(GatewayLayer):
         return SemanticLookup(partition, text, vector, found, similarity, best)
 
     def _embedder(self) -> Embedder:
+        custom = self.gateway.cache.custom_embedder
+        if custom is not None:
+            return custom
         if self._provider_embedder is not None:
             return self._provider_embedder
         name = self.gateway.config.cache.semantic.embedder
