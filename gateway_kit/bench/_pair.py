@@ -6,6 +6,7 @@ layer's added p50, p99 and CPU judged against a target. Used by ``bench guardian
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -19,7 +20,7 @@ from gateway_kit.bench._load import cpu_seconds, free_port, run_load, server_pro
 from gateway_kit.bench.routing import Series
 from gateway_kit.bench.routing import series_table as table
 
-__all__ = ["Server", "added", "interleaved", "pinning", "start_pair", "table"]
+__all__ = ["Server", "added", "bench_args", "interleaved", "pinning", "start_pair", "table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +137,19 @@ def added(
         if done.pooled.errors
     ]
     return lines, passed
+
+
+def bench_args(
+    name: str, argv: list[str], full: dict[str, int], quick: dict[str, int]
+) -> argparse.Namespace:
+    """The options of ``python -m gateway_kit.bench <name>``: ``--transport`` and ``--quick``,
+    with the run's sizes (``full``, or ``quick`` with ``--quick``) set on the namespace."""
+    parser = argparse.ArgumentParser(prog=f"python -m gateway_kit.bench {name}")
+    parser.add_argument(
+        "--transport", default="auto", help="the provider's transport (default: auto, as users)"
+    )
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    args = parser.parse_args(argv)
+    for size, default in (quick if args.quick else full).items():
+        setattr(args, size, default)
+    return args

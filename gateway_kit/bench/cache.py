@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 from gateway_kit.bench._load import build_request
-from gateway_kit.bench._pair import Server, interleaved, start_pair, table
+from gateway_kit.bench._pair import Server, bench_args, interleaved, start_pair, table
 from gateway_kit.bench.proxy import PATH
 
 __all__ = ["main"]
@@ -398,12 +398,4 @@ def _report_memory() -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway_kit.bench cache")
-    parser.add_argument(
-        "--transport", default="auto", help="the provider's transport (default: auto, as users)"
-    )
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    args = parser.parse_args(argv)
-    for name, default in (QUICK if args.quick else FULL).items():
-        setattr(args, name, default)
-    return measure(args)
+    return measure(bench_args("cache", argv, FULL, QUICK))

@@ -31,7 +31,7 @@ from gateway_kit.bench._conversation import (
     agent_turn,
     chat_messages,
 )
-from gateway_kit.bench._pair import added, interleaved, start_pair, table
+from gateway_kit.bench._pair import added, bench_args, interleaved, start_pair, table
 from gateway_kit.bench.proxy import PATH
 
 __all__ = ["chat_rotation", "conversation_rotation", "main"]
@@ -127,12 +127,4 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway_kit.bench pii")
-    parser.add_argument(
-        "--transport", default="auto", help="the provider's transport (default: auto, as users)"
-    )
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    args = parser.parse_args(argv)
-    for name, default in (QUICK if args.quick else FULL).items():
-        setattr(args, name, default)
-    return measure(args)
+    return measure(bench_args("pii", argv, FULL, QUICK))

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send, header
 from gateway_kit.accounts.secrets import DeploymentSecret
 from gateway_kit.cache.answer import CachedAnswer
 from gateway_kit.cache.embedders import Embedder, Vector
@@ -123,7 +123,8 @@ class CacheMiddleware(GatewayLayer):
             replace_json(scope, payload)
         counts = CacheCounts(gateway.cache.counters)
         ctx.admission.join(counts)
-        reason = self.policy.bypass_reason(asked, _header(scope, b"cache-control"))
+        cache_control = header(scope, b"cache-control") or b""
+        reason = self.policy.bypass_reason(asked, cache_control.decode("latin-1"))
         if reason is not None:
             ctx.verdicts[self.concern] = CacheVerdict(action="bypass", reason=reason)
             ctx.headers += [
@@ -327,13 +328,6 @@ class CacheMiddleware(GatewayLayer):
 
 def entry_of(lookup: SemanticLookup, key: CacheKey) -> IndexEntry:
     return IndexEntry(lookup.vector, lookup.text, key)
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return ""
 
 
 def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
