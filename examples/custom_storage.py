@@ -32,6 +32,7 @@ from gateway_kit.storage import (
     Increment,
     IncrManyResult,
     IncrResult,
+    LogEntry,
     Storage,
     Throttle,
     ThrottleResult,
@@ -49,6 +50,7 @@ from gateway_kit.storage.checks import (
     check_seconds,
     check_time,
     check_value,
+    check_values,
 )
 
 
@@ -80,7 +82,8 @@ class DictStorage(Storage):
         self._clock = clock
         self._values: dict[str, tuple[bytes, float | None]] = {}
         self._maps: dict[str, dict[str, bytes]] = {}
-        self._logs: dict[str, list[bytes]] = {}
+        #: Each log's entries, newest first, with their positions.
+        self._logs: dict[str, list[LogEntry]] = {}
         self._queues: dict[str, _Queue] = {}
 
     # Plumbing: which kind of thing a key holds, expiry, counters.
@@ -230,17 +233,32 @@ class DictStorage(Storage):
         return dict(self._maps.get(key, {}))
 
     async def log_append(self, key: str, value: bytes, *, max_len: int) -> None:
-        check_value(value)
+        await self.log_extend(key, [value], max_len=max_len)
+
+    async def log_extend(self, key: str, values: Sequence[bytes], *, max_len: int) -> None:
+        entries = check_values(values)
         check_count(max_len, "max_len")
         self._expect(key, "log")
+        if not entries:
+            return
         log = self._logs.setdefault(key, [])
-        log.insert(0, value)
+        top = log[0].seq if log else 0
+        log[:0] = [LogEntry(top + i, value) for i, value in reversed(list(enumerate(entries, 1)))]
         del log[max_len:]
 
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         check_count(limit, "limit")
         self._expect(key, "log")
-        return self._logs.get(key, [])[:limit]
+        return [entry.value for entry in self._logs.get(key, [])[:limit]]
+
+    async def log_page(self, key: str, *, limit: int, before: int | None = None) -> list[LogEntry]:
+        check_count(limit, "limit")
+        if before is not None:
+            check_count(before, "before")
+        self._expect(key, "log")
+        log = self._logs.get(key, [])
+        start = 0 if before is None or not log else max(0, log[0].seq - before + 1)
+        return log[start : start + limit]
 
     def _queue(self, name: str) -> _Queue:
         return self._queues.setdefault(check_queue(name), _Queue())

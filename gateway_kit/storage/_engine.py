@@ -22,6 +22,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     IncrResult,
+    LogEntry,
     Throttle,
     ThrottleResult,
     gcra,
@@ -82,8 +83,9 @@ class Tx(Protocol):
     def map_get(self, key: str, field: str) -> bytes | None: ...
     def map_pop(self, key: str, field: str) -> bool: ...
     def map_all(self, key: str) -> dict[str, bytes]: ...
-    def log_push(self, key: str, value: bytes, max_len: int) -> None: ...
+    def log_push(self, key: str, values: Sequence[bytes], max_len: int) -> None: ...
     def log_read(self, key: str, limit: int) -> list[bytes]: ...
+    def log_page(self, key: str, limit: int, before: int | None) -> list[tuple[int, bytes]]: ...
     def item(self, queue: str, item_id: str) -> Item | None: ...
     def item_by_token(self, queue: str, token: int) -> Item | None: ...
     def put_item(self, queue: str, item: Item) -> None: ...
@@ -244,14 +246,20 @@ def map_items(tx: Tx, now: float, key: str) -> dict[str, bytes]:
     return {} if _live(tx, key, now, Kind.MAP) is None else tx.map_all(key)
 
 
-def log_append(tx: Tx, now: float, key: str, value: bytes, max_len: int) -> None:
+def log_append(tx: Tx, now: float, key: str, values: Sequence[bytes], max_len: int) -> None:
     if _live(tx, key, now, Kind.LOG) is None:
         tx.write(key, Entry(Kind.LOG))
-    tx.log_push(key, value, max_len)
+    tx.log_push(key, values, max_len)
 
 
 def log_range(tx: Tx, now: float, key: str, limit: int) -> list[bytes]:
     return [] if _live(tx, key, now, Kind.LOG) is None else tx.log_read(key, limit)
+
+
+def log_page(tx: Tx, now: float, key: str, limit: int, before: int | None) -> list[LogEntry]:
+    if _live(tx, key, now, Kind.LOG) is None:
+        return []
+    return [LogEntry(seq, value) for seq, value in tx.log_page(key, limit, before)]
 
 
 # The queue.

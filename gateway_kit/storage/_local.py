@@ -14,6 +14,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     IncrResult,
+    LogEntry,
     Storage,
     Throttle,
     ThrottleResult,
@@ -28,6 +29,7 @@ from gateway_kit.storage.checks import (
     check_seconds,
     check_time,
     check_value,
+    check_values,
 )
 
 T = TypeVar("T")
@@ -127,7 +129,23 @@ class LocalStorage(Storage, ABC):
         check_key(key)
         check_value(value)
         check_count(max_len, "max_len")
-        await self._run(lambda tx, now: engine.log_append(tx, now, key, value, max_len))
+        await self._run(lambda tx, now: engine.log_append(tx, now, key, [value], max_len))
+
+    async def log_extend(self, key: str, values: Sequence[bytes], *, max_len: int) -> None:
+        check_key(key)
+        entries = check_values(values)
+        check_count(max_len, "max_len")
+        if entries:
+            await self._run(lambda tx, now: engine.log_append(tx, now, key, entries, max_len))
+
+    async def log_page(self, key: str, *, limit: int, before: int | None = None) -> list[LogEntry]:
+        check_key(key)
+        check_count(limit, "limit")
+        if before is not None:
+            check_count(before, "before")
+        return await self._run(
+            lambda tx, now: engine.log_page(tx, now, key, limit, before), write=False
+        )
 
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         check_key(key)

@@ -129,11 +129,31 @@ end
 return 1
 """
 
-# KEYS[1]; ARGV: value, max_len.
+# A log is a list, newest first, and a counter beside it: the newest entry's position (a log
+# of an older version, without one, counts from its length).
+# KEYS: the list, its counter; ARGV: max_len, then the values, oldest first.
 LOG_APPEND = """
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+local top = redis.call('GET', KEYS[2])
+top = top and tonumber(top) or redis.call('LLEN', KEYS[1])
+for i = 2, #ARGV do
+  redis.call('LPUSH', KEYS[1], ARGV[i])
+end
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+redis.call('SET', KEYS[2], top + #ARGV - 1)
 return 1
+"""
+
+# KEYS: the list, its counter; ARGV: limit, before (0: from the newest). Returns the first
+# entry's position and the entries.
+LOG_PAGE = """
+local length = redis.call('LLEN', KEYS[1])
+if length == 0 then return {0, {}} end
+local top = redis.call('GET', KEYS[2])
+top = top and tonumber(top) or length
+local start = 0
+local before = tonumber(ARGV[2])
+if before > 0 then start = math.max(0, top - before + 1) end
+return {top - start, redis.call('LRANGE', KEYS[1], start, start + tonumber(ARGV[1]) - 1)}
 """
 
 # The queue's keys, in this order in every queue script's KEYS:
@@ -282,6 +302,7 @@ SCRIPTS = {
     "incr_many": INCR_MANY,
     "cas": CAS,
     "log_append": LOG_APPEND,
+    "log_page": LOG_PAGE,
     "enqueue": ENQUEUE,
     "claim": CLAIM,
     "ack": ACK,

@@ -33,6 +33,7 @@ __all__ = [
     "IncrManyResult",
     "IncrResult",
     "Increment",
+    "LogEntry",
     "Storage",
     "Throttle",
     "ThrottleResult",
@@ -168,6 +169,15 @@ class ClaimedItem:
 
 
 @dataclass(frozen=True, slots=True)
+class LogEntry:
+    """An entry of a capped log with its position: ``seq`` is 1 for the log's first entry and
+    one more for each entry after it, so a reader can go on from where it stopped."""
+
+    seq: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class DeadItem:
     """A dead-lettered queue item, kept until requeued or discarded."""
 
@@ -296,6 +306,17 @@ class Storage(Protocol):
 
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         """Up to ``limit`` entries, newest first."""
+        ...
+
+    async def log_extend(self, key: str, values: Sequence[bytes], *, max_len: int) -> None:
+        """Add entries (oldest first) to the capped log at ``key`` in one step, dropping the
+        oldest past ``max_len``."""
+        ...
+
+    async def log_page(self, key: str, *, limit: int, before: int | None = None) -> list[LogEntry]:
+        """Up to ``limit`` entries, newest first, with their positions; only those before
+        position ``before`` when given (a page's last ``seq``: the next page). Positions only
+        grow while the log exists, whatever the cap drops."""
         ...
 
     # The durable delayed queue.

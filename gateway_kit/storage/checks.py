@@ -28,6 +28,7 @@ __all__ = [
     "check_seconds",
     "check_time",
     "check_value",
+    "check_values",
     "partition_of",
 ]
 
@@ -123,6 +124,13 @@ def check_value(value: object) -> bytes:
     if not isinstance(value, bytes):
         raise TypeError(f"storage values are bytes, not {type(value).__name__}")
     return value
+
+
+def check_values(values: object) -> list[bytes]:
+    """A sequence of values (not one value: bytes are a sequence too)."""
+    if isinstance(values, bytes | str) or not isinstance(values, Sequence):
+        raise TypeError("storage values are a sequence of bytes values")
+    return [check_value(value) for value in values]
 
 
 def check_count(value: object, what: str, *, low: int = 1) -> int:

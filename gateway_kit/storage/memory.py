@@ -6,8 +6,9 @@ import heapq
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import islice
 from typing import TypeVar
 
 from gateway_kit.exceptions import StorageError
@@ -61,6 +62,7 @@ class _MemoryTx:
         self._entries: dict[str, Entry] = {}
         self._maps: dict[str, dict[str, bytes]] = {}
         self._logs: dict[str, deque[bytes]] = {}
+        self._log_tops: dict[str, int] = {}
         self._expiries: list[tuple[float, str]] = []
         self._queues: dict[str, dict[str, Item]] = {}
         self._tokens: dict[str, dict[int, str]] = {}
@@ -118,6 +120,7 @@ class _MemoryTx:
         self._evictable.pop(key, None)
         self._maps.pop(key, None)
         self._logs.pop(key, None)
+        self._log_tops.pop(key, None)
 
     def map_put(self, key: str, field: str, value: bytes) -> None:
         self._maps.setdefault(key, {})[field] = value
@@ -131,14 +134,24 @@ class _MemoryTx:
     def map_all(self, key: str) -> dict[str, bytes]:
         return dict(self._maps.get(key, {}))
 
-    def log_push(self, key: str, value: bytes, max_len: int) -> None:
+    def log_push(self, key: str, values: Sequence[bytes], max_len: int) -> None:
         log = self._logs.setdefault(key, deque())
-        log.appendleft(value)
+        log.extendleft(values)  # the last value ends up first: the newest
         while len(log) > max_len:
             log.pop()
+        self._log_tops[key] = self._log_tops.get(key, 0) + len(values)
 
     def log_read(self, key: str, limit: int) -> list[bytes]:
-        return list(self._logs.get(key, ()))[:limit]
+        return list(islice(self._logs.get(key, ()), limit))
+
+    def log_page(self, key: str, limit: int, before: int | None) -> list[tuple[int, bytes]]:
+        log = self._logs.get(key)
+        if not log:
+            return []
+        top = self._log_tops[key]  # the newest entry's position
+        start = 0 if before is None else max(0, top - before + 1)
+        entries = islice(log, start, start + limit)
+        return [(top - i, value) for i, value in enumerate(entries, start)]
 
     # Items are handed out as copies: the engine edits them, then puts them back, and the token
     # index needs the stored (old) token to stay right.

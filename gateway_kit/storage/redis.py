@@ -25,6 +25,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     IncrResult,
+    LogEntry,
     Storage,
     Throttle,
     ThrottleResult,
@@ -41,6 +42,7 @@ from gateway_kit.storage.checks import (
     check_seconds,
     check_time,
     check_value,
+    check_values,
     partition_of,
 )
 
@@ -280,10 +282,29 @@ class RedisStorage(Storage):
         reply = await self._command("map_items", lambda: self._client.hgetall(name), read=True)
         return {field.decode(): value for field, value in cast(dict[bytes, bytes], reply).items()}
 
+    def _log_keys(self, key: str) -> list[str]:
+        """A log's list and its positions' counter (``{ws}#seq:...``: no key of the
+        protocol's can be named so, since theirs go on with ``:`` after the tag)."""
+        check_key(key)
+        partition = partition_of(key)
+        rest = key[len(partition) :]
+        return [f"{self._prefix}{{{partition}}}{rest}", f"{self._prefix}{{{partition}}}#seq{rest}"]
+
     async def log_append(self, key: str, value: bytes, *, max_len: int) -> None:
-        name = self._key(key)
-        args: list[Any] = [check_value(value), check_count(max_len, "max_len")]
-        await self._script("log_append", [name], args)
+        await self.log_extend(key, [value], max_len=max_len)
+
+    async def log_extend(self, key: str, values: Sequence[bytes], *, max_len: int) -> None:
+        keys = self._log_keys(key)
+        entries = check_values(values)
+        args: list[Any] = [check_count(max_len, "max_len"), *entries]
+        if entries:
+            await self._script("log_append", keys, args)
+
+    async def log_page(self, key: str, *, limit: int, before: int | None = None) -> list[LogEntry]:
+        keys = self._log_keys(key)
+        args = [check_count(limit, "limit"), 0 if before is None else check_count(before, "before")]
+        first, values = await self._script("log_page", keys, args)
+        return [LogEntry(int(first) - i, value) for i, value in enumerate(values)]
 
     async def log_range(self, key: str, *, limit: int) -> list[bytes]:
         name = self._key(key)
@@ -349,7 +370,9 @@ class RedisStorage(Storage):
     async def drop_partition(self, partition: str) -> int:
         check_partition(partition)
         # SCAN for the partition's keys (one Cluster slot: the hash tag), deleted in batches.
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._prefix}{{{partition}}}:") + "*"
+        # (``{ws}*``, not ``{ws}:*``: the logs' counters are ``{ws}#seq:...``.)
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._prefix}{{{partition}}}") + "*"
+        counters = f"{self._prefix}{{{partition}}}#seq:".encode()
         client, dropped, cursor = self._client, 0, 0
         while True:
             # Each step within socket_timeout; a SCAN (a read) runs again on a dead connection.
@@ -357,7 +380,10 @@ class RedisStorage(Storage):
             cursor, keys = await self._command("drop_partition", scan, read=True)
             if keys:
                 unlink = functools.partial(client.unlink, *keys)
-                dropped += await self._command("drop_partition", unlink)
+                removed: int = await self._command("drop_partition", unlink)
+                # The logs' counters go with their logs but are not keys of the protocol's.
+                names = [key if isinstance(key, bytes) else key.encode() for key in keys]
+                dropped += removed - len([name for name in names if name.startswith(counters)])
             if cursor == 0:
                 return dropped
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,7 +16,7 @@ from anyio.lowlevel import RunVar
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage._engine import Entry, Item, Kind, State, Tx
 from gateway_kit.storage._local import LocalStorage
-from gateway_kit.storage.checks import check_seconds
+from gateway_kit.storage.checks import INT64_MAX, check_seconds
 
 __all__ = ["SQLiteStorage"]
 
@@ -232,15 +232,17 @@ class _SQLiteTx:
         rows = self._c.execute("SELECT field, value FROM map_field WHERE key = ?", (key,))
         return {field: bytes(value) for field, value in rows}
 
-    def log_push(self, key: str, value: bytes, max_len: int) -> None:
+    def log_push(self, key: str, values: Sequence[bytes], max_len: int) -> None:
         (top,) = self._c.execute(
             "SELECT coalesce(max(seq), 0) FROM log_entry WHERE key = ?", (key,)
         ).fetchone()
-        self._c.execute(
-            "INSERT INTO log_entry (key, seq, value) VALUES (?, ?, ?)", (key, top + 1, value)
+        self._c.executemany(
+            "INSERT INTO log_entry (key, seq, value) VALUES (?, ?, ?)",
+            [(key, top + 1 + i, value) for i, value in enumerate(values)],
         )
         self._c.execute(
-            "DELETE FROM log_entry WHERE key = ? AND seq <= ?", (key, top + 1 - max_len)
+            "DELETE FROM log_entry WHERE key = ? AND seq <= ?",
+            (key, top + len(values) - max_len),
         )
 
     def log_read(self, key: str, limit: int) -> list[bytes]:
@@ -248,6 +250,13 @@ class _SQLiteTx:
             "SELECT value FROM log_entry WHERE key = ? ORDER BY seq DESC LIMIT ?", (key, limit)
         )
         return [bytes(value) for (value,) in rows]
+
+    def log_page(self, key: str, limit: int, before: int | None) -> list[tuple[int, bytes]]:
+        rows = self._c.execute(
+            "SELECT seq, value FROM log_entry WHERE key = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (key, INT64_MAX if before is None else before, limit),
+        )
+        return [(seq, bytes(value)) for seq, value in rows]
 
     def _items(self, queue: str, where: str, *args: object) -> list[Item]:
         rows = self._c.execute(

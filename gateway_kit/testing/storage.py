@@ -29,6 +29,7 @@ from gateway_kit.storage.base import (
     THROTTLED,
     Increment,
     IncrManyResult,
+    LogEntry,
     Storage,
     Throttle,
 )
@@ -131,6 +132,8 @@ class StorageConformance:
             storage.map_items,
             lambda k: storage.log_append(k, b"v", max_len=1),
             lambda k: storage.log_range(k, limit=1),
+            lambda k: storage.log_extend(k, [b"v"], max_len=1),
+            lambda k: storage.log_page(k, limit=1),
         ]
         too_long = "ws_1:" + "x" * MAX_KEY_BYTES
         for key, message in [
@@ -183,6 +186,12 @@ class StorageConformance:
             await storage.map_set("ws_1:m", "f", bad)
         with pytest.raises(TypeError):
             await storage.log_append("ws_1:l", bad, max_len=1)
+        with pytest.raises(TypeError):
+            await storage.log_extend("ws_1:l", [b"v", bad], max_len=1)
+        one: Any = b"one value"
+        with pytest.raises(TypeError):
+            await storage.log_extend("ws_1:l", one, max_len=1)
+        assert await storage.log_range("ws_1:l", limit=5) == []
         with pytest.raises(TypeError):
             await storage.enqueue("q", "i", bad, due_at=0)
         assert await storage.get("ws_1:k") is None
@@ -732,6 +741,36 @@ class StorageConformance:
         assert await storage.log_range("ws_1:log", limit=2) == [b"6", b"5"]
         assert await storage.delete("ws_1:log")
         assert await storage.log_range("ws_1:log", limit=10) == []
+
+    async def test_log_extend_appends_in_order_in_one_step(self, storage: Storage) -> None:
+        await storage.log_append("ws_1:log", b"0", max_len=5)
+        await storage.log_extend("ws_1:log", [b"1", b"2", b"3"], max_len=5)
+        await storage.log_extend("ws_1:log", [], max_len=5)  # nothing to add
+        assert await storage.log_range("ws_1:log", limit=10) == [b"3", b"2", b"1", b"0"]
+        await storage.log_extend("ws_1:log", [b"4", b"5", b"6"], max_len=5)
+        assert await storage.log_range("ws_1:log", limit=10) == [b"6", b"5", b"4", b"3", b"2"]
+        with pytest.raises(ValueError, match="max_len"):
+            await storage.log_extend("ws_1:log", [b"7"], max_len=0)
+
+    async def test_log_pages_go_on_from_their_last_position(self, storage: Storage) -> None:
+        assert await storage.log_page("ws_1:log", limit=10) == []
+        await storage.log_extend("ws_1:log", [b"%d" % i for i in range(1, 8)], max_len=5)
+        first = await storage.log_page("ws_1:log", limit=2)
+        assert [(e.seq, e.value) for e in first] == [(7, b"7"), (6, b"6")]
+        second = await storage.log_page("ws_1:log", limit=2, before=first[-1].seq)
+        assert [(e.seq, e.value) for e in second] == [(5, b"5"), (4, b"4")]
+        # New entries do not shift a reader's place; the cap ends the log where it drops.
+        await storage.log_extend("ws_1:log", [b"8", b"9"], max_len=5)
+        again = await storage.log_page("ws_1:log", limit=10, before=first[-1].seq)
+        assert [(e.seq, e.value) for e in again] == [(5, b"5")]
+        assert await storage.log_page("ws_1:log", limit=10, before=1) == []
+        newest = await storage.log_page("ws_1:log", limit=1)
+        assert [(e.seq, e.value) for e in newest] == [(9, b"9")]
+        assert await storage.log_page("ws_1:log", limit=10, before=100) == [
+            LogEntry(seq, b"%d" % seq) for seq in (9, 8, 7, 6, 5)
+        ]
+        with pytest.raises(ValueError, match="before"):
+            await storage.log_page("ws_1:log", limit=1, before=0)
 
     # The queue.
 
