@@ -29,6 +29,11 @@ from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
 from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError
+from gateway_kit.observe.logs import RequestLines
+from gateway_kit.observe.metrics import Metrics
+from gateway_kit.observe.observer import Observer
+from gateway_kit.observe.requestlog import RequestLog
+from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.providers.base import EmbeddingsProvider, Provider
 from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
@@ -127,6 +132,10 @@ class Gateway:
         self._guardian_settings: GuardianSettingsStore | None = None
         self._pii_settings: PIISettingsStore | None = None
         self._cache: AnswerCache | None = None
+        self._observer: Observer | None = None
+        #: ``/metrics``' figures (``None`` unless ``metrics.enabled``); they outlive restarts
+        #: of the ``Gateway`` as a process's counters do.
+        self.metrics = self._metrics_of(self.config)
         self._webhooks: WebhookStore | None = None
         self._webhook_client: httpx.AsyncClient | None = None
         self._webhook_worker: DeliveryWorker | None = None
@@ -171,6 +180,9 @@ class Gateway:
             stack.callback(feed_tasks.cancel_scope.cancel)  # runs first on exit
             await feed_tasks.start(changes.run)
             await feed_tasks.start(self._cache.counters.run)
+            self._observer = observer = self._observe(storage)
+            # Writes the request log's records (and at exit: the requests are over by then).
+            await feed_tasks.start(observer.requests.run)
             await self._start_webhooks(storage, stack)
             providers = {
                 spec.name: self._provider_overrides.get(spec.name)
@@ -204,7 +216,7 @@ class Gateway:
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = self._guardian_settings = None
-        self._pii_settings = self._cache = None
+        self._pii_settings = self._cache = self._observer = None
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
@@ -233,6 +245,43 @@ class Gateway:
             self._webhook_worker = worker
         emitter = WebhookEmitter(store, storage, on_queued=worker.wake if worker else None)
         stack.callback(self.events.subscribe(emitter))
+
+    @staticmethod
+    def _metrics_of(config: GatewayConfig) -> Metrics | None:
+        if not config.metrics.enabled:
+            return None
+        return Metrics(
+            config.metrics,
+            models=[m.name for m in config.models],
+            providers=[p.name for p in config.providers],
+        )
+
+    def _observe(self, storage: Storage) -> Observer:
+        config = self.config
+        usage = UsageTotals(
+            storage,
+            config.request_log,
+            clock=self.clock,
+            models=[m.name for m in config.models],
+        )
+        requests = RequestLog(storage, config.request_log, clock=self.clock, usage=usage)
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.read_at_scrape(
+                "gateway_request_log_pending",
+                "gauge",
+                "Request records not written to the storage yet.",
+                (),
+                lambda: {(): requests.pending},
+            )
+            metrics.read_at_scrape(
+                "gateway_request_log_dropped",
+                "counter",
+                "Request records dropped: the storage could not take them for too long.",
+                (),
+                lambda: {(): requests.dropped},
+            )
+        return Observer(requests, lines=RequestLines(config.logs), metrics=metrics)
 
     def _check_embeddings(self, providers: dict[str, Provider]) -> None:
         for index, model in enumerate(self.config.models):
@@ -314,6 +363,16 @@ class Gateway:
     def cache(self) -> AnswerCache:
         """The answer cache: its store (this process's), purges, and per-workspace counts."""
         return _running(self._cache)
+
+    @property
+    def observer(self) -> Observer:
+        """Where finished requests go: the request log, the metrics, the log lines."""
+        return _running(self._observer)
+
+    @property
+    def requests(self) -> RequestLog:
+        """The request log: a record per chat and embeddings request, and usage totals."""
+        return self.observer.requests
 
     @property
     def wallet(self) -> Wallet:

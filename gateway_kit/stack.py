@@ -1,7 +1,10 @@
 """The one place that fixes the order of the layers (DESIGN.md section 2).
 
-    client -> Auth -> Limits -> Guardian -> Shield -> PII -> ModelSelect -> Budget -> Cache
-           -> Router -> Provider -> upstream
+    client -> Observe -> Auth -> Limits -> Guardian -> Shield -> PII -> ModelSelect -> Budget
+           -> Cache -> Router -> Provider -> upstream
+
+Observe comes first so that every request of these routes is recorded as it ends (the request
+log, metrics, the log line), the ones a layer refuses included.
 
 Cheap rejections come first, so a request refused for its key or its quota costs no storage
 writes further in, no detector time and no upstream call. The model is resolved before Budget
@@ -22,10 +25,12 @@ from gateway_kit.layers.budget import BudgetMiddleware
 from gateway_kit.layers.cache import CacheMiddleware
 from gateway_kit.layers.guardian import GuardianMiddleware
 from gateway_kit.layers.limits import LimitsMiddleware
+from gateway_kit.layers.observe import ObserveMiddleware
 from gateway_kit.layers.pii.middleware import PIIMiddleware
 
 #: The inference routes' layers, outermost first. Each takes ``(app, *, gateway=...)``.
 CHAT_LAYERS = (
+    ObserveMiddleware,
     AuthMiddleware,
     LimitsMiddleware,
     GuardianMiddleware,

@@ -2,7 +2,7 @@
 
 The order, lowest first (DESIGN.md section 3b): the foundations (errors, the SSE format, the
 private ASGI plumbing), storage, configuration, events, accounts, cost, providers, webhooks,
-payments, routing and the answer cache's state, the ``Gateway`` that owns them, the
+payments, routing, the answer cache's state and observability's, the ``Gateway`` that owns them, the
 operator's actions on it (``admin``), the request pipeline, the chat route, the policy
 layers, the stack that orders them, the management API, the app that mounts it all, and the
 tools on top (CLI, benchmarks, testing helpers). A module may import its own level and any
@@ -26,7 +26,7 @@ LEVELS: list[set[str]] = [
     {"accounts"},
     {"cost"},
     {"providers"},
-    {"webhooks", "payments", "routing", "cache"},
+    {"webhooks", "payments", "routing", "cache", "observe"},
     {"gateway"},
     {"admin"},
     {"pipeline"},

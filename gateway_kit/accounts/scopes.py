@@ -13,7 +13,8 @@
 - ``pii:read`` / ``pii:write``: read PII masking's settings / set the workspace's own patterns
   and allow-list;
 - ``cache:read`` / ``cache:write``: read the answer cache's settings and counts / purge the
-  workspace's cached answers.
+  workspace's cached answers;
+- ``requests:read``: read the request log and the usage totals (there is nothing to write).
 
 ``<x>:write`` includes ``<x>:read``. The roles: ``admin`` (every scope: the workspace's owner)
 and ``inference`` (model calls only: what an application runs with). A key never hands out
@@ -54,6 +55,7 @@ class KeyScope(StrEnum):
     PII_WRITE = "pii:write"
     CACHE_READ = "cache:read"
     CACHE_WRITE = "cache:write"
+    REQUESTS_READ = "requests:read"
 
 
 Role = Literal["admin", "inference"]

@@ -12,6 +12,7 @@ from gateway_kit.api.guardian import guardian_routes
 from gateway_kit.api.keys import key_routes
 from gateway_kit.api.me import me_endpoint
 from gateway_kit.api.pii import pii_routes
+from gateway_kit.api.requests import request_routes
 from gateway_kit.api.webhooks import webhook_routes
 from gateway_kit.gateway import Gateway
 
@@ -27,4 +28,5 @@ def management_routes(gateway: Gateway) -> list[Route]:
         *guardian_routes(gateway),
         *pii_routes(gateway),
         *cache_routes(gateway),
+        *request_routes(gateway),
     ]

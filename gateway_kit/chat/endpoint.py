@@ -188,7 +188,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
                 return
             ctx.timings["upstream"] = time.perf_counter() - started  # until the first event
             writer = ResponseWriter(send, response.status, headers + _STREAM_HEADERS)
-            await self._stream(routed, chain, writer)
+            await self._stream(ctx, routed, chain, writer)
         finally:
             # Once upstream may bill, the request gets a cost whatever happens (a client that
             # left mid-stream, a cancellation): metering's close estimates it if need be.
@@ -198,7 +198,9 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
                     await response.close()
 
     @staticmethod
-    async def _stream(routed: Routed, chain: TransformChain, writer: ResponseWriter) -> None:
+    async def _stream(
+        ctx: RequestContext, routed: Routed, chain: TransformChain, writer: ResponseWriter
+    ) -> None:
         events = routed.response.events
         assert events is not None
         assert routed.first is not None
@@ -210,6 +212,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
             # The status is already sent: the client learns of the break in-band, after what
             # the transforms held back.
             await writer.emit(chain.close())
+            ctx.error_code = "upstream_stream_error"
             error = {
                 "message": str(exc),
                 "type": "api_error",

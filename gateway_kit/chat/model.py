@@ -32,6 +32,9 @@ class AutoVerdict(Verdict):
     model: str | None
     reason: str
 
+    def details(self) -> dict[str, Any]:
+        return {"auto": self.auto, "model": self.model, "reason": self.reason}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouteVerdict(Verdict):

@@ -3,8 +3,8 @@
 - ``serve``: the gateway on uvicorn (offline demo without a configuration);
 - ``status``: a workspace's plan, quota, savings, budget and wallet, over the API;
 - ``worker``: deliver webhooks without serving HTTP;
-- ``workspaces``, ``keys``, ``budget``, ``wallet``, ``cache``: operator commands on the
-  configured storage (``cli._store``).
+- ``workspaces``, ``keys``, ``budget``, ``wallet``, ``cache``, ``logs``, ``usage``: operator
+  commands on the configured storage (``cli._store``).
 
 Human output by default, ``--json`` for scripts. Exit codes: 0 success, 1 a failure talking to
 the gateway or storage, 2 a usage or configuration error.
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway_kit import __version__
-from gateway_kit.cli import budget, cache, keys, serve, status, wallet, worker, workspaces
+from gateway_kit.cli import budget, cache, keys, logs, serve, status, wallet, worker, workspaces
 from gateway_kit.exceptions import ConfigError, GatewayError
 
 
@@ -62,6 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands, add_config_option)
     worker.add_parser(commands, add_config_option)
     status.add_parser(commands)
-    for verbs in (workspaces, keys, budget, wallet, cache):
+    for verbs in (workspaces, keys, budget, wallet, cache, logs):
         verbs.add_parser(commands, add_config_option)
     return parser

@@ -67,7 +67,8 @@ def _run(action: Action, args: argparse.Namespace, *, reads_only: bool) -> int:
             return await action(gateway, args)
 
     result = anyio.run(main)
-    print(json.dumps(result, indent=2) if args.json else human(result))
+    if result is not None:  # (a command that printed as it went returns nothing)
+        print(json.dumps(result, indent=2) if args.json else human(result))
     return 0
 
 
@@ -82,7 +83,7 @@ def _check_storage(config: GatewayConfig, args: argparse.Namespace, *, reads_onl
             file=sys.stderr,
         )
     if reads_only and path is not None and not path.exists():
-        command = f"{args.command} {args.verb}"
+        command = " ".join(filter(None, [args.command, getattr(args, "verb", None)]))
         raise UsageError(
             f"storage.url: no database at {path.resolve()}: `{command}` only reads, so none was "
             "made (run it where `gateway-kit serve` keeps its state, or give --config)"

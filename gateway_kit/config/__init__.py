@@ -16,6 +16,7 @@ from gateway_kit.config.gateway import GatewayConfig
 from gateway_kit.config.guardian import GuardianConfig, GuardianRules
 from gateway_kit.config.loader import load_config
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.observe import LogsConfig, MetricsConfig, RequestLogConfig, TracingConfig
 from gateway_kit.config.pii import PIIConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
@@ -44,6 +45,8 @@ __all__ = [
     "GuardianConfig",
     "GuardianRules",
     "LimitsConfig",
+    "LogsConfig",
+    "MetricsConfig",
     "Mode",
     "ModelConfig",
     "OnError",
@@ -52,10 +55,12 @@ __all__ = [
     "PlanConfig",
     "PriceConfig",
     "ProviderConfig",
+    "RequestLogConfig",
     "RoutingConfig",
     "SemanticCacheConfig",
     "ServerConfig",
     "StorageConfig",
+    "TracingConfig",
     "WebhooksConfig",
     "load_config",
 ]

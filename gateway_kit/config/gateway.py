@@ -11,6 +11,7 @@ from gateway_kit.config.base import _Config
 from gateway_kit.config.cache import CacheConfig, SemanticCacheConfig
 from gateway_kit.config.guardian import GuardianConfig, merge_rules
 from gateway_kit.config.money import BudgetConfig, CostConfig, PaymentsConfig
+from gateway_kit.config.observe import LogsConfig, MetricsConfig, RequestLogConfig, TracingConfig
 from gateway_kit.config.pii import PIIConfig
 from gateway_kit.config.routing import AutoModelConfig, ComplexityConfig, RoutingConfig
 from gateway_kit.config.server import AdminConfig, ServerConfig, StorageConfig
@@ -95,6 +96,10 @@ class GatewayConfig(_Config):
     guardian: GuardianConfig = Field(default_factory=GuardianConfig)
     pii: PIIConfig = Field(default_factory=PIIConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    request_log: RequestLogConfig = Field(default_factory=RequestLogConfig)
+    logs: LogsConfig = Field(default_factory=LogsConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     #: Retries, fallback and cooldown; the offline demo (no ``models`` given) adds ``auto``.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
 

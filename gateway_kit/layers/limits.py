@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Header, Receive, Scope, Send
 from gateway_kit._ttl import TTLMap
@@ -52,6 +53,9 @@ class LimitsVerdict(Verdict):
     quota_used: int = 0
     period: Period | None = None
     overage: bool = False
+
+    def details(self) -> dict[str, Any]:
+        return {"code": self.code} if self.code else {}
 
     def headers(self, now: float) -> list[Header]:
         if self.period is None:

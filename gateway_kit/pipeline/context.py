@@ -70,6 +70,11 @@ class RequestContext:
     status: int = 0
     #: Whether the response's last body message went out.
     responded: bool = False
+    #: ``perf_counter`` when the response's first body bytes went out; 0 before.
+    first_byte_at: float = 0.0
+    #: The error code the client was answered with (an error body's ``error.code``, or an
+    #: error event that broke a stream off), for the request log.
+    error_code: str | None = None
     #: Whether the one response wrapper is in place (``pipeline.entry``).
     entered: bool = False
     #: Free-form values layers hand to each other (documented by the layer that sets them).

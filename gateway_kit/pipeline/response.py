@@ -14,17 +14,23 @@ sends it exactly once.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Sequence
 
 from gateway_kit._asgi.types import Header, Message, Send
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.sse import SSEEvent
 
-__all__ = ["ResponseWriter", "respond_through"]
+__all__ = ["ResponseWriter", "error_code_of", "respond_through"]
+
+#: Error bodies longer than this are not read for their code.
+_ERROR_BODY_MAX = 65_536
 
 
 def respond_through(ctx: RequestContext, send: Send) -> Send:
-    """``send``, adding the context's response headers when the response starts."""
+    """``send``, adding the context's response headers when the response starts; it notes
+    the status, when the first bytes went out, and an error answer's code."""
 
     async def send_with_context(message: Message) -> None:
         kind = message["type"]
@@ -37,11 +43,31 @@ def respond_through(ctx: RequestContext, send: Send) -> Send:
                 extra.extend(source(ctx))
             if extra:
                 message["headers"] = [*message.get("headers", ()), *extra]
-        elif kind == "http.response.body" and not message.get("more_body", False):
-            ctx.responded = True
+        elif kind == "http.response.body":
+            if not ctx.first_byte_at:
+                ctx.first_byte_at = time.perf_counter()
+                if ctx.status >= 400 and ctx.error_code is None:
+                    ctx.error_code = error_code_of(message.get("body", b""))
+            if not message.get("more_body", False):
+                ctx.responded = True
         await send(message)
 
     return send_with_context
+
+
+def error_code_of(body: bytes) -> str:
+    """An OpenAI-shaped error body's ``error.code`` (its ``type`` when it has no code);
+    ``unknown`` for a body of another shape."""
+    if len(body) <= _ERROR_BODY_MAX:
+        try:
+            error = json.loads(body).get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if isinstance(error, dict):
+            code = error.get("code") or error.get("type")
+            if isinstance(code, str) and code:
+                return code[:64]
+    return "unknown"
 
 
 class ResponseWriter:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
+from typing import Any
 
 from gateway_kit._asgi.errors import send_error
 from gateway_kit._asgi.types import Header, Send
@@ -66,6 +67,11 @@ class Verdict:
     @property
     def refused(self) -> bool:
         return self.refusal is not None
+
+    def details(self) -> dict[str, Any]:
+        """What the request log keeps of the decision besides ``action``: figures and names,
+        never a value of the request's."""
+        return {}
 
 
 def unavailable(concern: str, on_error: OnError, error: Exception) -> Refusal | None:

@@ -19,6 +19,8 @@
 - ``PATCH  /workspaces/{id}/cache``      ``{"semantic": true | false}``
 - ``DELETE /workspaces/{id}/cache``      purge the workspace's cached answers (``?model=``)
 - ``DELETE /cache``                      purge every workspace's cached answers (``?model=``)
+- ``GET    /workspaces/{id}/requests``   the workspace's request log (as ``GET .../requests``)
+- ``GET    /workspaces/{id}/usage``      its usage per day and model (as ``GET .../usage``)
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
   (e.g. a new admin key for an owner who lost theirs), shown once
 
@@ -49,6 +51,7 @@ from gateway_kit.api.cache import cache_status, change_cache, purge_cache
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.api.pii import change_pii, pii_status
+from gateway_kit.api.requests import request_page, usage_report
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
 
@@ -236,6 +239,20 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         except ApiError as exc:
             return exc.response()
 
+    async def read_requests(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            return json_response(await request_page(gateway, workspace.id, request))
+        except ApiError as exc:
+            return exc.response()
+
+    async def read_usage(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            return json_response(await usage_report(gateway, workspace.id, request))
+        except ApiError as exc:
+            return exc.response()
+
     async def create_key(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -265,6 +282,8 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/cache", update_cache, methods=["PATCH"]),
         Route(one + "/cache", purge_workspace_cache, methods=["DELETE"]),
         Route("/cache", purge_every_cache, methods=["DELETE"]),
+        Route(one + "/requests", read_requests, methods=["GET"]),
+        Route(one + "/usage", read_usage, methods=["GET"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gateway_kit._asgi.types import Header
 from gateway_kit.accounts.spend import BudgetBand, BudgetThresholds
@@ -33,6 +33,12 @@ class BudgetVerdict(Verdict):
     alerts: tuple[Threshold, ...] = ()
     committed: int = 0
     cap: int | None = None
+
+    def details(self) -> dict[str, Any]:
+        details: dict[str, Any] = {"band": self.band}
+        if self.downgrade_to is not None:
+            details["downgrade_to"] = self.downgrade_to
+        return details
 
     def headers(self) -> list[Header]:
         headers = [] if self.header is None else [(b"x-gateway-budget", self.header.encode())]

@@ -46,6 +46,16 @@ class CacheVerdict(Verdict):
     #: The best similarity a semantic lookup found (served or not), for the histogram.
     best: float | None = None
 
+    def details(self) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        if self.reason is not None:
+            details["reason"] = self.reason
+        if self.similarity is not None:
+            details["similarity"] = round(self.similarity, 4)
+        if self.would_hit:
+            details["would_hit"] = True
+        return details
+
 
 class CachePolicy:
     def __init__(self, config: CacheConfig) -> None:

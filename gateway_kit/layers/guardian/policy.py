@@ -57,6 +57,16 @@ class GuardianVerdict(Verdict):
     delay_s: float = 0.0
     headers: tuple[tuple[bytes, bytes], ...] = field(default=())
 
+    def details(self) -> dict[str, Any]:
+        if not self.outcomes:
+            return {}
+        return {
+            "rules": [
+                {"rule": o.trip.rule, "action": o.trip.action, "monitor": o.monitor}
+                for o in self.outcomes
+            ]
+        }
+
 
 #: The verdict of a request nothing tripped (a verdict is immutable: one for all of them).
 PASS = GuardianVerdict()

@@ -35,6 +35,9 @@ class PIIVerdict(Verdict):
     #: Values found, by kind (every occurrence; never the values).
     counts: dict[str, int] = field(default_factory=dict)
 
+    def details(self) -> dict[str, Any]:
+        return {"counts": self.counts} if self.counts else {}
+
     def header(self) -> bytes:
         """``x-gateway-pii``: ``masked EMAIL=2 PHONE=1``."""
         figures = " ".join(f"{kind}={count}" for kind, count in sorted(self.counts.items()))

@@ -1,0 +1,153 @@
+"""A workspace's request log and usage: ``/api/v1/workspaces/{workspace_id}/requests|usage``.
+
+- ``GET .../requests``  the workspace's requests, newest first (``requests:read``). Query:
+  ``since`` / ``until`` (ISO 8601 times), ``model`` (asked for or served), ``key_id``,
+  ``status`` (a code, ``4xx``, ``5xx`` or ``error``), ``limit`` (1 to 1000, default 50),
+  ``cursor`` (a page's ``next_cursor``). One call reads at most 5,000 records: a rare filter
+  may answer fewer than ``limit`` with ``has_more`` and a cursor to go on from.
+- ``GET .../usage``     totals per UTC day and model (requests, errors, cache hits, tokens,
+  cost and savings in micro-USD) from ``since`` to ``until`` (days, ``YYYY-MM-DD``; the last
+  30 days by default), and their sum (``requests:read``).
+
+The operator reads any workspace's at ``/api/v1/admin/workspaces/{id}/requests|usage``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway_kit.accounts.scopes import KeyScope
+from gateway_kit.api._auth import requires
+from gateway_kit.api._common import ApiError, json_response, principal_of
+from gateway_kit.gateway import Gateway
+from gateway_kit.observe.record import iso_ms
+from gateway_kit.observe.requestlog import RequestFilter
+from gateway_kit.observe.usage import METRICS
+
+__all__ = ["request_page", "request_routes", "usage_report"]
+
+_MAX_LIMIT = 1000
+_STATUS = re.compile(r"^(?:[1-5][0-9][0-9]|[1-5]xx|error)$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_CURSOR = re.compile(r"^[1-9][0-9]{0,18}$")
+_DEFAULT_DAYS = 30
+
+
+def _query(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
+    params = request.query_params
+    for name in params:
+        if name not in allowed:
+            raise ApiError(400, f"Unknown query parameter '{name}'.", code="unknown_parameter")
+    for name in allowed:
+        if len(params.getlist(name)) > 1:
+            raise ApiError(
+                400, f"'{name}' is given more than once.", code="invalid_value", param=name
+            )
+    return dict(params)
+
+
+def _time(value: str | None, name: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            raise ValueError
+    except ValueError:
+        raise ApiError(
+            400,
+            f"'{name}' must be an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.",
+            code="invalid_value",
+            param=name,
+        ) from None
+    return iso_ms(moment.timestamp())
+
+
+def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str) -> str | None:
+    if value is not None and not pattern.match(value):
+        raise ApiError(400, f"'{name}' must be {what}.", code="invalid_value", param=name)
+    return value
+
+
+async def request_page(gateway: Gateway, workspace_id: str, request: Request) -> dict[str, Any]:
+    """``GET .../requests``' answer."""
+    query = _query(request, ("since", "until", "model", "key_id", "status", "limit", "cursor"))
+    limit_text = query.get("limit", "50")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= _MAX_LIMIT:
+        raise ApiError(
+            400,
+            f"'limit' must be an integer from 1 to {_MAX_LIMIT}.",
+            code="invalid_value",
+            param="limit",
+        )
+    where = RequestFilter(
+        since=_time(query.get("since"), "since"),
+        until=_time(query.get("until"), "until"),
+        model=_matching(query.get("model"), _ID, "model", "a model name"),
+        key_id=_matching(query.get("key_id"), _ID, "key_id", "a key id"),
+        status=_matching(
+            query.get("status"), _STATUS, "status", "a status code, 4xx, 5xx or error"
+        ),
+    )
+    cursor = _matching(query.get("cursor"), _CURSOR, "cursor", "a next_cursor of a page")
+    page = await gateway.requests.page(
+        workspace_id, where=where, cursor=cursor, limit=int(limit_text)
+    )
+    return {
+        "object": "list",
+        "data": page.records,
+        "has_more": page.has_more,
+        "next_cursor": page.next_cursor,
+    }
+
+
+async def usage_report(gateway: Gateway, workspace_id: str, request: Request) -> dict[str, Any]:
+    """``GET .../usage``' answer."""
+    query = _query(request, ("since", "until"))
+    today = datetime.fromtimestamp(gateway.clock(), UTC).date()
+    until = _matching(query.get("until"), _DAY, "until", "a day, YYYY-MM-DD") or today.isoformat()
+    default_since = (today - timedelta(days=_DEFAULT_DAYS - 1)).isoformat()
+    since = _matching(query.get("since"), _DAY, "since", "a day, YYYY-MM-DD") or default_since
+    rows = await gateway.requests.usage.read(workspace_id, since=since, until=until)
+    totals = dict.fromkeys(METRICS, 0)
+    for row in rows:
+        for metric, value in row.totals.items():
+            totals[metric] += value
+    return {
+        "object": "usage",
+        "workspace_id": workspace_id,
+        "since": since,
+        "until": until,
+        "data": [row.to_dict() for row in rows],
+        "totals": totals,
+    }
+
+
+def request_routes(gateway: Gateway) -> list[Route]:
+    async def requests(request: Request) -> Response:
+        try:
+            workspace_id = principal_of(request).workspace_id
+            return json_response(await request_page(gateway, workspace_id, request))
+        except ApiError as exc:
+            return exc.response()
+
+    async def usage(request: Request) -> Response:
+        try:
+            workspace_id = principal_of(request).workspace_id
+            return json_response(await usage_report(gateway, workspace_id, request))
+        except ApiError as exc:
+            return exc.response()
+
+    reads = requires(gateway, KeyScope.REQUESTS_READ)
+    path = "/workspaces/{workspace_id}"
+    return [
+        Route(path + "/requests", requests, methods=["GET"], middleware=reads),
+        Route(path + "/usage", usage, methods=["GET"], middleware=reads),
+    ]
