@@ -33,6 +33,7 @@ from gateway_kit.storage import (
     IncrManyResult,
     IncrResult,
     LogEntry,
+    QueueSize,
     Storage,
     Throttle,
     ThrottleResult,
@@ -344,6 +345,12 @@ class DictStorage(Storage):
             return False
         items[item_id] = _Item(item.payload if new_payload is None else new_payload, due_at, due_at)
         return True
+
+    async def queue_size(self, queue: str) -> QueueSize:
+        items = self._queue(queue).items.values()
+        dead = sum(1 for item in items if item.dead)
+        leased = sum(1 for item in items if item.token and not item.dead)
+        return QueueSize(len(items) - dead - leased, leased, dead)
 
     async def discard(self, queue: str, item_id: str) -> bool:
         items = self._queue(queue).items

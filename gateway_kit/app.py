@@ -3,7 +3,8 @@
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` (the layer stacks),
 ``GET /v1/models`` and ``GET /v1/models/{model}``, ``GET /v1/me``, the management API under
 ``/api/v1`` (all behind ``AuthMiddleware``, each route requiring its key scope), the operator
-API under ``/api/v1/admin`` (the operator's token) and ``GET /healthz``.
+API under ``/api/v1/admin`` (the operator's token), ``GET /healthz`` and ``GET /metrics``
+(Prometheus, when enabled).
 Every other path, and every error Starlette raises, answers in the OpenAI error shape.
 """
 
@@ -22,6 +23,7 @@ from starlette.routing import Mount, Route
 
 from gateway_kit._asgi import error_body
 from gateway_kit.api import admin_mount, management_routes, me_endpoint
+from gateway_kit.api.metrics import metrics_route
 from gateway_kit.api.payments import stripe_endpoint
 from gateway_kit.config import GatewayConfig
 from gateway_kit.gateway import Gateway
@@ -95,6 +97,7 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             Mount("/api/v1", routes=management_routes(gw)),
             Route("/v1/payments/stripe", stripe_endpoint(gw), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            metrics_route(gw),
         ],
         middleware=[Middleware(TelemetryMiddleware)],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},

@@ -21,6 +21,8 @@ exceptions are for code that embeds the pieces (storage, providers, configuratio
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "ConfigError",
     "GatewayError",
@@ -72,6 +74,14 @@ class NotFoundError(GatewayError, LookupError):
 
 class StorageError(GatewayError):
     """A storage backend failed. Messages never include URLs, hosts' credentials or values."""
+
+    #: How many were raised in this process, bad keys aside (``gateway_storage_errors_total``).
+    raised: ClassVar[int] = 0
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        if not isinstance(self, InvalidKeyError):
+            StorageError.raised += 1
 
 
 class InvalidKeyError(StorageError, ValueError):

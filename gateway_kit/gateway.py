@@ -28,7 +28,7 @@ from gateway_kit.config import GatewayConfig, ProviderConfig
 from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
-from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError
+from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError, StorageError
 from gateway_kit.observe.logs import RequestLines
 from gateway_kit.observe.metrics import Metrics
 from gateway_kit.observe.observer import Observer
@@ -39,6 +39,7 @@ from gateway_kit.providers.mock import MockProvider
 from gateway_kit.providers.openai import OpenAIProvider
 from gateway_kit.routing import AutoSelector, Cooldowns, ModelRoute, ModelTable, Router
 from gateway_kit.storage import Storage, storage_from_url
+from gateway_kit.webhooks.emitter import QUEUE as DELIVERY_QUEUE
 from gateway_kit.webhooks.emitter import WebhookEmitter
 from gateway_kit.webhooks.ssrf import SSRFGuard, guarded_client
 from gateway_kit.webhooks.store import WebhookStore
@@ -238,6 +239,7 @@ class Gateway:
                 events=self.events,
                 config=hooks,
                 clock=self.clock,
+                on_attempt=self.metrics.webhook_attempt if self.metrics is not None else None,
             )
             tasks = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tasks.cancel_scope.cancel)  # runs first on exit (last in, first out)
@@ -273,6 +275,25 @@ class Gateway:
                 "Request records not written to the storage yet.",
                 (),
                 lambda: {(): requests.pending},
+            )
+
+            async def queue() -> dict[object, float]:
+                size = await storage.queue_size(DELIVERY_QUEUE)
+                return {"waiting": size.waiting, "leased": size.leased, "dead": size.dead}
+
+            metrics.read_before_scrape(
+                "gateway_webhook_queue_depth",
+                "gauge",
+                "Webhook deliveries in the queue, by state (dead: held for a replay).",
+                ("state",),
+                queue,
+            )
+            metrics.read_at_scrape(
+                "gateway_storage_errors",
+                "counter",
+                "Storage operations that failed in this process.",
+                (),
+                lambda: {(): StorageError.raised},
             )
             metrics.read_at_scrape(
                 "gateway_request_log_dropped",

@@ -23,6 +23,7 @@ from gateway_kit import __version__
 from gateway_kit.accounts.scopes import ADMIN_SCOPES, ROLES
 from gateway_kit.config import GatewayConfig, load_config
 from gateway_kit.gateway import Gateway
+from gateway_kit.observe.logs import logging_config
 
 DEMO_WORKSPACE = "ws_demo"
 DEMO_EMAIL = "demo@example.com"
@@ -38,7 +39,7 @@ def add_parser(commands: Any, add_config_option: Callable[[argparse.ArgumentPars
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
-        help="uvicorn's log level",
+        help="the log level of uvicorn and the gateway (request lines are info)",
     )
     parser.set_defaults(handler=run)
 
@@ -83,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level=args.log_level,
+            # uvicorn's loggers and the gateway's, in logs.format; the inference routes'
+            # access lines give way to their request lines.
+            log_config=logging_config(config.logs, args.log_level),
             proxy_headers=False,
             server_header=False,
         )

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from gateway_kit.config.observe import MetricsConfig
-from gateway_kit.exceptions import MissingExtraError
+from gateway_kit.exceptions import MissingExtraError, StorageError
 from gateway_kit.observe.record import RequestRecord
 
 __all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "Metrics"]
@@ -88,6 +88,8 @@ class Metrics:
         #: Figures read when scraped, by name: (counter or gauge, help, label names, a
         #: function of no arguments giving ``{label values: value}``).
         self._sources: dict[str, tuple[str, str, tuple[str, ...], _Read]] = {}
+        #: Figures that take I/O to read (the storage's), read before each scrape.
+        self._refreshers: list[Callable[[], Awaitable[None]]] = []
 
     def _model(self, name: str | None) -> str:
         return name if name is not None and name in self._models else NO_LABEL
@@ -142,6 +144,34 @@ class Metrics:
         """Figures kept elsewhere, read when scraped: ``read()`` gives ``{label values:
         value}`` (a tuple of values, or one value for one label, or ``()`` for none)."""
         self._sources[name] = (kind, help_text, labels, read)
+
+    def read_before_scrape(
+        self,
+        name: str,
+        kind: Literal["counter", "gauge"],
+        help_text: str,
+        labels: tuple[str, ...],
+        read: Callable[[], Awaitable[dict[Any, float]]],
+    ) -> None:
+        """Like ``read_at_scrape`` for figures read with I/O: ``refresh`` awaits ``read()``
+        before each scrape (a failed read keeps the last figures)."""
+        latest: dict[Any, float] = {}
+
+        async def refresh() -> None:
+            try:
+                fresh = await read()
+            except StorageError:
+                return
+            latest.clear()
+            latest.update(fresh)
+
+        self._refreshers.append(refresh)
+        self.read_at_scrape(name, kind, help_text, labels, lambda: latest)
+
+    async def refresh(self) -> None:
+        """Read the figures that take I/O (``/metrics`` calls it before building the page)."""
+        for refresh in self._refreshers:
+            await refresh()
 
     # -- exposition --------------------------------------------------------------------------
 

@@ -146,7 +146,10 @@ class UsageTotals:
             for metric in METRICS:
                 raw = values.get(_counter(workspace_id, day, model, metric))
                 row.totals[metric] = int(raw) if raw is not None else 0
-            rows.append(row)
+            if row.totals["requests"]:
+                rows.append(row)
+            else:  # its counters lived their time
+                await self._storage.map_delete(index, json.dumps([day, model]))
         return rows
 
 

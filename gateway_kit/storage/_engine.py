@@ -23,6 +23,7 @@ from gateway_kit.storage.base import (
     IncrManyResult,
     IncrResult,
     LogEntry,
+    QueueSize,
     Throttle,
     ThrottleResult,
     gcra,
@@ -92,6 +93,7 @@ class Tx(Protocol):
     def drop_item(self, queue: str, item_id: str) -> None: ...
     def due_items(self, queue: str, now: float, limit: int) -> list[Item]: ...
     def dead_items(self, queue: str, limit: int) -> list[Item]: ...
+    def count_items(self, queue: str) -> dict[State, int]: ...
     def next_token(self, queue: str) -> int: ...
     def drop_prefix(self, prefix: str) -> int: ...
 
@@ -335,6 +337,13 @@ def requeue(tx: Tx, queue: str, item_id: str, due_at: float, payload: bytes | No
 
 def drop_partition(tx: Tx, partition: str) -> int:
     return tx.drop_prefix(f"{partition}:")
+
+
+def queue_size(tx: Tx, queue: str) -> QueueSize:
+    counts = tx.count_items(queue)
+    return QueueSize(
+        counts.get(State.QUEUED, 0), counts.get(State.LEASED, 0), counts.get(State.DEAD, 0)
+    )
 
 
 def discard(tx: Tx, queue: str, item_id: str) -> bool:

@@ -15,6 +15,7 @@ from gateway_kit.storage.base import (
     IncrManyResult,
     IncrResult,
     LogEntry,
+    QueueSize,
     Storage,
     Throttle,
     ThrottleResult,
@@ -205,6 +206,10 @@ class LocalStorage(Storage, ABC):
     async def drop_partition(self, partition: str) -> int:
         check_partition(partition)
         return await self._run(lambda tx, now: engine.drop_partition(tx, partition))
+
+    async def queue_size(self, queue: str) -> QueueSize:
+        check_queue(queue)
+        return await self._run(lambda tx, now: engine.queue_size(tx, queue), write=False)
 
     async def discard(self, queue: str, item_id: str) -> bool:
         check_queue(queue)

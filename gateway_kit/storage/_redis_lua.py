@@ -297,6 +297,11 @@ return 1
 """
 )
 
+# Returns {ready (queued and leased), leased, dead}.
+QUEUE_SIZE = """
+return {redis.call('ZCARD', KEYS[3]), redis.call('HLEN', KEYS[5]), redis.call('ZCARD', KEYS[4])}
+"""
+
 #: Every script by the name of the operation it implements.
 SCRIPTS = {
     "incr_many": INCR_MANY,
@@ -311,4 +316,5 @@ SCRIPTS = {
     "dead_items": DEAD_ITEMS,
     "requeue": REQUEUE,
     "discard": DISCARD,
+    "queue_size": QUEUE_SIZE,
 }

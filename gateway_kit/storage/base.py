@@ -34,6 +34,7 @@ __all__ = [
     "IncrResult",
     "Increment",
     "LogEntry",
+    "QueueSize",
     "Storage",
     "Throttle",
     "ThrottleResult",
@@ -175,6 +176,17 @@ class LogEntry:
 
     seq: int
     value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSize:
+    """How many items a queue holds: ``waiting`` (queued, due or not), ``leased`` (claimed and
+    not acked, retried or dead-lettered yet: a lapsed lease counts until claimed again) and
+    ``dead``."""
+
+    waiting: int
+    leased: int
+    dead: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +373,10 @@ class Storage(Protocol):
 
         ``payload`` replaces the stored payload (a replay starting its own count afresh).
         """
+        ...
+
+    async def queue_size(self, queue: str) -> QueueSize:
+        """How many items ``queue`` holds, by state."""
         ...
 
     async def discard(self, queue: str, item_id: str) -> bool:

@@ -189,6 +189,12 @@ class _MemoryTx:
             if old.token is not None:
                 del self._tokens[queue][old.token]
 
+    def count_items(self, queue: str) -> dict[State, int]:
+        counts: dict[State, int] = {}
+        for item in self._queues.get(queue, {}).values():
+            counts[item.state] = counts.get(item.state, 0) + 1
+        return counts
+
     def due_items(self, queue: str, now: float, limit: int) -> list[Item]:
         due = (
             i

@@ -26,6 +26,7 @@ from gateway_kit.storage.base import (
     IncrManyResult,
     IncrResult,
     LogEntry,
+    QueueSize,
     Storage,
     Throttle,
     ThrottleResult,
@@ -366,6 +367,10 @@ class RedisStorage(Storage):
     async def discard(self, queue: str, item_id: str) -> bool:
         keys = self._queue(queue)
         return bool(await self._script("discard", keys, [check_name(item_id, "item id")]))
+
+    async def queue_size(self, queue: str) -> QueueSize:
+        ready, leased, dead = await self._script("queue_size", self._queue(queue), [])
+        return QueueSize(int(ready) - int(leased), int(leased), int(dead))
 
     async def drop_partition(self, partition: str) -> int:
         check_partition(partition)

@@ -303,6 +303,12 @@ class _SQLiteTx:
     def drop_item(self, queue: str, item_id: str) -> None:
         self._c.execute("DELETE FROM queue_item WHERE queue = ? AND item_id = ?", (queue, item_id))
 
+    def count_items(self, queue: str) -> dict[State, int]:
+        rows = self._c.execute(
+            "SELECT state, count(*) FROM queue_item WHERE queue = ? GROUP BY state", (queue,)
+        )
+        return {State(state): count for state, count in rows}
+
     def due_items(self, queue: str, now: float, limit: int) -> list[Item]:
         # "state != 2" and "state = 2" as written in the partial indexes, so SQLite uses them.
         where = "state != 2 AND available_at <= ? ORDER BY available_at LIMIT ?"

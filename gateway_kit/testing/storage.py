@@ -30,6 +30,7 @@ from gateway_kit.storage.base import (
     Increment,
     IncrManyResult,
     LogEntry,
+    QueueSize,
     Storage,
     Throttle,
 )
@@ -902,6 +903,19 @@ class StorageConformance:
         assert replayed.attempts == 1
         with pytest.raises(TypeError):
             await storage.requeue("q", "a", due_at=0, payload="text")  # type: ignore[arg-type]
+
+    async def test_queue_size_counts_items_by_state(self, storage: Storage) -> None:
+        assert await storage.queue_size("q") == QueueSize(0, 0, 0)
+        now = await storage.now()
+        for item_id in ("a", "b", "c"):
+            await storage.enqueue("q", item_id, b"p", due_at=now)
+        await storage.enqueue("q", "later", b"p", due_at=now + 3600)  # waiting, not due
+        first, second = await storage.claim("q", limit=2, lease=30)
+        assert await storage.queue_size("q") == QueueSize(2, 2, 0)
+        assert await storage.dead("q", first.token, reason="gone")
+        assert await storage.retry("q", second.token, due_at=now + 60)
+        assert await storage.queue_size("q") == QueueSize(3, 0, 1)
+        assert await storage.queue_size("other") == QueueSize(0, 0, 0)
 
     async def test_discard_ends_a_lease(self, storage: Storage) -> None:
         await storage.enqueue("q", "i", b"p", due_at=0)

@@ -71,8 +71,11 @@ class DeliveryWorker:
         events: EventBus,
         config: WebhooksConfig,
         clock: Callable[[], float] = time.time,
+        on_attempt: Callable[[str], None] | None = None,
     ) -> None:
         self._storage = storage
+        #: Told each attempt's outcome (``success``, ``retry``, ``rejected``): the metrics.
+        self._on_attempt = on_attempt
         self._store = store
         self._client = client
         self._events = events
@@ -232,6 +235,20 @@ class DeliveryWorker:
             ),
         )
         outcome = result.outcome
+        if self._on_attempt is not None:
+            self._on_attempt(outcome)
+        if outcome != "success":
+            # Ids, status and error class only: never the URL (it may carry a token) or body.
+            logger.warning(
+                "webhook %s of %s: attempt %d of event %s (%s) failed: status %d%s",
+                hook.id,
+                job.workspace_id,
+                number,
+                job.event_id,
+                job.event,
+                result.status,
+                f" ({result.error_class})" if result.error_class else "",
+            )
         if outcome == "success":
             await self._storage.ack(QUEUE, item.token)
         elif outcome == "retry" and number < self._config.max_attempts:
