@@ -23,7 +23,9 @@ USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 
 def priced_answer() -> dict[str, Any]:
-    return {**COMPLETION, "usage": USAGE}
+    message = {"role": "assistant", "content": "ANSWER-TEXT-42"}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return {**COMPLETION, "choices": [choice], "usage": USAGE}
 
 
 async def records(env: Any, query: str = "", key: str | None = None) -> Any:
@@ -78,7 +80,7 @@ async def test_an_answered_request_leaves_one_record_with_what_it_cost() -> None
         # Nothing of the prompt or the answer, nor the key.
         text = json.dumps(record)
         assert "PROMPT-TEXT-42" not in text
-        assert COMPLETION["choices"][0]["message"]["content"] not in text
+        assert "ANSWER-TEXT-42" not in text
         assert env.key not in text
 
 
