@@ -16,6 +16,7 @@ BENCHMARKS = {
     "pii": "what PII masking and restore add for a 2 KB prompt, a 50 KB conversation, a stream",
     "pii_corpus": "PII detection's precision and recall per kind on a labelled corpus",
     "cache": "an exact hit in-process, and hits against misses in req/s at c=32",
+    "observe": "what the request log and metrics add against the commit before them; memory",
 }
 
 

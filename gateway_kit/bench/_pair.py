@@ -1,8 +1,9 @@
 """Two gateways of this commit measured against each other, a layer off and on: started
 side by side against the proxy benchmark's mock upstream (memory storage, Auth and Limits on),
 pinned away from the load, loaded at c=1 in interleaved rounds whose order alternates, and the
-layer's added p50, p99 and CPU judged against a target. Used by ``bench guardian`` and
-``bench pii``."""
+layer's added p50, p99 and CPU judged against a target. Used by ``bench guardian``, ``bench
+pii``, ``bench cache`` and ``bench observe`` (which runs one of the two from a baseline
+commit)."""
 
 from __future__ import annotations
 
@@ -42,11 +43,16 @@ def pinning() -> tuple[set[int], set[int]] | None:
 
 
 def start_pair(
-    stack: ExitStack, transport: str, targets: Sequence[tuple[str, list[str]]]
+    stack: ExitStack,
+    transport: str,
+    targets: Sequence[tuple[str, list[str]]],
+    *,
+    checkouts: dict[str, str] | None = None,
 ) -> list[Server]:
     """The mock upstream and the gateways of ``targets`` (a name, and the options of ``proxy
     --serve gateway`` that turn its layer on), with this process and the upstream pinned to
-    one CPU and the gateways to another; prints the machine's state."""
+    one CPU and the gateways to another; prints the machine's state. ``checkouts`` runs a
+    target by name from another checkout (a baseline commit's code)."""
     cores, load = os.cpu_count(), os.getloadavg()[0]
     pins = pinning()
     pinned = (
@@ -73,7 +79,10 @@ def start_pair(
         command = ["gateway_kit.bench", "proxy", "--serve", "gateway", "--port", str(port)]
         command += ["--upstream", upstream, "--transport", transport, "--storage", "memory://"]
         command += ["--key-file", str(key_file), *extra]
-        pid = stack.enter_context(server_process(command, port, cpus=gateway_cpus))
+        pythonpath = (checkouts or {}).get(name)
+        pid = stack.enter_context(
+            server_process(command, port, cpus=gateway_cpus, pythonpath=pythonpath)
+        )
         key = key_file.read_text().strip()  # written during the start-up, done by now
         servers.append(Server(name, port, pid, (("Authorization", f"Bearer {key}"),)))
     return servers

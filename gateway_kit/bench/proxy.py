@@ -176,6 +176,13 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
             "pii": {"mode": "enforce" if getattr(args, "pii", False) else "off"},
             # The answer cache is measured by `bench cache` (which passes --cache).
             "cache": {"mode": "enforce" if getattr(args, "cache", False) else "off"},
+            # Observability is measured by `bench observe` (which passes --metrics; the request
+            # log is on by default, as for users).
+            **(
+                {"metrics": {"enabled": True, "access": "public"}}
+                if getattr(args, "metrics", False)
+                else {}
+            ),
             "default_plan": "bench",
         }
     )
@@ -249,6 +256,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guardian", action="store_true", help=hidden)
     parser.add_argument("--pii", action="store_true", help=hidden)
     parser.add_argument("--cache", action="store_true", help=hidden)
+    parser.add_argument("--metrics", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------
