@@ -538,3 +538,34 @@ def test_cache_configuration_mistakes_name_the_field(
         load_config(write(tmp_path, toml), environ={})
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_metrics_without_their_extra_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    config = write(tmp_path, "[metrics]\nenabled = true\n")
+    assert run(capsys, config) == (
+        2,
+        f"gateway-kit: {config}: metrics.enabled: true needs the metrics extra: "
+        "pip install 'gateway-kit[metrics]'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        ("[request_log]\nmax_records = 5\n", "request_log.max_records"),
+        ('[logs]\nformat = "xml"\n', "logs.format"),
+        ('[metrics]\naccess = "everyone"\n', "metrics.access"),
+        ("[request_log]\nflush_interval_s = 0\n", "request_log.flush_interval_s"),
+    ],
+)
+def test_observability_settings_out_of_bounds_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, line: str
+) -> None:
+    config = write(tmp_path, extra)
+    code, message = run(capsys, config)
+    assert code == 2
+    assert message.startswith(f"gateway-kit: {config}: {line}")
+    assert "\n" not in message

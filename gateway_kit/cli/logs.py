@@ -22,6 +22,7 @@ import anyio
 from gateway_kit.cli._store import AddConfig, UsageError, add_common, printable, require_workspace
 from gateway_kit.cost.money import usd_text
 from gateway_kit.gateway import Gateway
+from gateway_kit.observe.record import decode
 from gateway_kit.observe.requestlog import RequestFilter, log_key
 from gateway_kit.observe.usage import METRICS
 
@@ -105,7 +106,7 @@ async def _logs(gateway: Gateway, args: argparse.Namespace) -> None:
         if fresh:
             last = fresh[0].seq
         for entry in reversed(fresh):
-            record = json.loads(entry.value)
+            record = decode(entry.value)
             if where.matches(record):
                 show(record)
 

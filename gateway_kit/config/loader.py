@@ -210,6 +210,11 @@ def _check_extras(config: GatewayConfig, source: str, origins: Mapping[str, str]
             extra="semantic",
             module="wordllama",
         )
+    if config.metrics.enabled and not _installed("prometheus_client"):
+        where = _where("metrics.enabled", source, origins)[0]
+        raise MissingExtraError(
+            f"{where}: metrics.enabled", "true", extra="metrics", module="prometheus_client"
+        )
     for index, provider in enumerate(config.providers):
         if provider.transport != "aiohttp":
             continue

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
 from gateway_kit.gateway import Gateway
@@ -63,18 +62,16 @@ def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) ->
     principal = ctx.principal
     payload = ctx.json
     requested = payload.get("model") if payload is not None else None
-    verdicts: dict[str, dict[str, Any]] = {}
     served_model = provider = None
     fallbacks: tuple[str, ...] = ()
     retries = 0
-    for concern, verdict in ctx.verdicts.items():
-        if concern == "routing":
-            served_model = getattr(verdict, "model", None)
-            provider = getattr(verdict, "provider", None)
-            fallbacks = getattr(verdict, "attempts", ())
-            retries = getattr(verdict, "retries", 0)
-        if concern != "auth":
-            verdicts[concern] = {"action": verdict.action, **verdict.details()}
+    verdicts = ctx.verdicts
+    routing = verdicts.get("routing")
+    if routing is not None:
+        served_model = getattr(routing, "model", None)
+        provider = getattr(routing, "provider", None)
+        fallbacks = getattr(routing, "attempts", ())
+        retries = getattr(routing, "retries", 0)
     cost = ctx.cost
     if cost is not None:
         usage = cost.usage
@@ -99,7 +96,7 @@ def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) ->
         route=route,
         workspace_id=principal.workspace_id if principal is not None else None,
         key_id=principal.key_id if principal is not None else None,
-        model=requested if isinstance(requested, str) else None,
+        model=requested[:256] if isinstance(requested, str) else None,
         served_model=served_model,
         provider=provider,
         status=ctx.status,

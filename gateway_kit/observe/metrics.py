@@ -113,7 +113,7 @@ class Metrics:
             histogram.observe(record.ttft_ms / 1000)
         verdicts = self.verdicts
         for layer, verdict in record.verdicts.items():
-            verdicts[(layer, verdict["action"])] += 1
+            verdicts[(layer, verdict.action)] += 1
         cache = record.cache
         if cache in ("hit", "semantic"):
             self.cache_hits["exact" if cache == "hit" else "semantic"] += 1

@@ -7,20 +7,36 @@ in integer micro-USD, latencies, each layer's verdict and the fallbacks taken. N
 prompt or the answer: a verdict says what a layer decided (PII masking's counts by kind, not
 values), and nothing in a record is a key or a secret.
 
-``layers.observe`` builds it from the request's context as the request ends (cheaply); the
-JSON is made when the log is written, off the request path (``RequestRecord.json``).
+``layers.observe`` builds it from the request's context as the request ends, keeping
+references (the layers' verdicts as they are); the log stores it as a compact JSON array
+(``encode``, made when the log is written, off the request path) and the API shows it as an
+object (``decode``, ``to_dict``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-__all__ = ["RequestRecord", "Route", "iso_ms"]
+__all__ = ["Decision", "RequestRecord", "Route", "decode", "iso_ms"]
 
 Route = Literal["chat", "embeddings"]
+
+#: The stored form's version (its first element).
+_VERSION = 1
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+
+
+class Decision(Protocol):
+    """A layer's verdict as a record keeps it (``pipeline.verdicts.Verdict``)."""
+
+    @property
+    def action(self) -> str: ...
+
+    def details(self) -> dict[str, Any]: ...
 
 
 def iso_ms(moment: float) -> str:
@@ -60,8 +76,8 @@ class RequestRecord:
     upstream_ms: float | None
     #: Time to the first byte of a streamed answer.
     ttft_ms: float | None
-    #: Each layer's decision: ``{"action": ..., <details>}`` by concern.
-    verdicts: dict[str, dict[str, Any]]
+    #: Each layer's decision, by concern.
+    verdicts: Mapping[str, Decision]
     #: Deployments tried and failed or skipped before the one that served, then retries.
     fallbacks: tuple[str, ...]
     retries: int
@@ -70,47 +86,115 @@ class RequestRecord:
     def cache(self) -> str | None:
         """The cache's action (``hit``, ``semantic``, ``miss``, ``bypass``...), if it ran."""
         verdict = self.verdicts.get("cache")
-        return None if verdict is None else verdict["action"]
+        return None if verdict is None else verdict.action
 
     @property
     def day(self) -> str:
         """The UTC day it arrived on, ``2026-11-26``."""
         return time.strftime("%Y-%m-%d", time.gmtime(self.at))
 
+    def encode(self) -> bytes:
+        """The stored form: a JSON array, in the order of ``decode``."""
+        verdicts = {}
+        for concern, verdict in self.verdicts.items():
+            details = verdict.details()
+            verdicts[concern] = [verdict.action, details] if details else verdict.action
+        return _ENCODER.encode(
+            [
+                _VERSION,
+                self.request_id,
+                round(self.at, 3),
+                self.route,
+                self.workspace_id,
+                self.key_id,
+                self.model,
+                self.served_model,
+                self.provider,
+                self.status,
+                self.error_code,
+                self.stream,
+                self.completed,
+                self.input_tokens,
+                self.cached_tokens,
+                self.output_tokens,
+                self.reasoning_tokens,
+                self.usage_estimated,
+                self.cost_micro_usd,
+                self.savings_micro_usd,
+                round(self.total_ms, 3),
+                None if self.upstream_ms is None else round(self.upstream_ms, 3),
+                None if self.ttft_ms is None else round(self.ttft_ms, 3),
+                verdicts,
+                self.fallbacks,
+                self.retries,
+            ]
+        ).encode()
+
     def to_dict(self) -> dict[str, Any]:
         """The record as the API shows it."""
-        return {
-            "id": self.request_id,
-            "object": "gateway.request",
-            "created_at": iso_ms(self.at),
-            "workspace_id": self.workspace_id,
-            "key_id": self.key_id,
-            "route": self.route,
-            "model": self.model,
-            "served_model": self.served_model,
-            "provider": self.provider,
-            "status": self.status,
-            "error_code": self.error_code,
-            "stream": self.stream,
-            "completed": self.completed,
-            "usage": {
-                "input_tokens": self.input_tokens,
-                "cached_tokens": self.cached_tokens,
-                "output_tokens": self.output_tokens,
-                "reasoning_tokens": self.reasoning_tokens,
-                "estimated": self.usage_estimated,
-            },
-            "cost_micro_usd": self.cost_micro_usd,
-            "savings_micro_usd": self.savings_micro_usd,
-            "latency_ms": {
-                "total": round(self.total_ms, 3),
-                "upstream": None if self.upstream_ms is None else round(self.upstream_ms, 3),
-                "ttft": None if self.ttft_ms is None else round(self.ttft_ms, 3),
-            },
-            "verdicts": self.verdicts,
-            "fallbacks": list(self.fallbacks),
-            "retries": self.retries,
-        }
+        return decode(self.encode())
 
-    def json(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
+
+def decode(raw: bytes) -> dict[str, Any]:
+    """A stored record as the API shows it."""
+    (
+        _version,
+        request_id,
+        at,
+        route,
+        workspace_id,
+        key_id,
+        model,
+        served_model,
+        provider,
+        status,
+        error_code,
+        stream,
+        completed,
+        input_tokens,
+        cached_tokens,
+        output_tokens,
+        reasoning_tokens,
+        estimated,
+        cost,
+        savings,
+        total_ms,
+        upstream_ms,
+        ttft_ms,
+        verdicts,
+        fallbacks,
+        retries,
+    ) = json.loads(raw)
+    return {
+        "id": request_id,
+        "object": "gateway.request",
+        "created_at": iso_ms(at),
+        "workspace_id": workspace_id,
+        "key_id": key_id,
+        "route": route,
+        "model": model,
+        "served_model": served_model,
+        "provider": provider,
+        "status": status,
+        "error_code": error_code,
+        "stream": stream,
+        "completed": completed,
+        "usage": {
+            "input_tokens": input_tokens,
+            "cached_tokens": cached_tokens,
+            "output_tokens": output_tokens,
+            "reasoning_tokens": reasoning_tokens,
+            "estimated": estimated,
+        },
+        "cost_micro_usd": cost,
+        "savings_micro_usd": savings,
+        "latency_ms": {"total": total_ms, "upstream": upstream_ms, "ttft": ttft_ms},
+        "verdicts": {
+            concern: {"action": verdict}
+            if isinstance(verdict, str)
+            else {"action": verdict[0], **verdict[1]}
+            for concern, verdict in verdicts.items()
+        },
+        "fallbacks": fallbacks,
+        "retries": retries,
+    }

@@ -17,7 +17,6 @@ and a cursor to go on from (``has_more``), never with a long wait.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -29,7 +28,7 @@ import anyio
 
 from gateway_kit.config.observe import RequestLogConfig
 from gateway_kit.exceptions import StorageError
-from gateway_kit.observe.record import RequestRecord, iso_ms
+from gateway_kit.observe.record import RequestRecord, decode, iso_ms
 from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.storage import Storage
 
@@ -107,12 +106,13 @@ class RequestLog:
         self._config = config
         self._clock = clock
         self.usage = usage if usage is not None else UsageTotals(storage, config, clock=clock)
-        self._pending: deque[RequestRecord] = deque()
+        #: (workspace id, stored record), oldest first: bytes, so that a second's records
+        #: cost the garbage collector nothing.
+        self._pending: deque[tuple[str, bytes]] = deque()
         #: Records dropped because the storage could not take them for too long.
         self.dropped = 0
         #: Records written since the start.
         self.written = 0
-        self._wake = anyio.Event()
 
     @property
     def pending(self) -> int:
@@ -120,58 +120,54 @@ class RequestLog:
         return len(self._pending)
 
     def add(self, record: RequestRecord) -> None:
-        """Keep a record of a request (written within ``flush_interval_s``). Records of
-        requests no key authenticated belong to no workspace: they are not kept."""
-        if record.workspace_id is None or not self._config.enabled:
+        """Keep a record of a request (written within ``flush_interval_s``) and count it in
+        the usage totals. Records of requests no key authenticated belong to no workspace:
+        they are not kept."""
+        workspace_id = record.workspace_id
+        if workspace_id is None or not self._config.enabled:
             return
         pending = self._pending
         if len(pending) >= self._config.max_pending:
             pending.popleft()
             self.dropped += 1
-        pending.append(record)
+        pending.append((workspace_id, record.encode()))
+        self.usage.count(workspace_id, record)
 
     async def flush(self) -> int:
-        """Write the records collected; those that could not be written are kept for the next
-        flush. The number written."""
-        if not self._pending:
-            return 0
-        batch, self._pending = self._pending, deque()
-        groups: dict[str, list[RequestRecord]] = {}
-        for record in batch:
-            assert record.workspace_id is not None
-            groups.setdefault(record.workspace_id, []).append(record)
+        """Write the records collected, and the usage totals; what could not be written is
+        kept for the next flush. The number of records written."""
         written = 0
-        for workspace_id, records in groups.items():
-            try:
-                await self._storage.log_extend(
-                    log_key(workspace_id),
-                    [record.json() for record in records],
-                    max_len=self._config.max_records,
-                )
-            except StorageError as exc:
-                logger.warning(
-                    "request log: %d records of %s not written yet (kept for the next try): %s",
-                    len(records),
-                    workspace_id,
-                    exc,
-                )
-                self._keep(records)
-                continue
-            written += len(records)
-            try:
-                await self.usage.add(workspace_id, records)
-            except StorageError as exc:
-                logger.warning("request log: usage totals of %s not written: %s", workspace_id, exc)
-        self.written += written
+        if self._pending:
+            batch, self._pending = self._pending, deque()
+            groups: dict[str, list[bytes]] = {}
+            for workspace_id, value in batch:
+                groups.setdefault(workspace_id, []).append(value)
+            for workspace_id, values in groups.items():
+                try:
+                    await self._storage.log_extend(
+                        log_key(workspace_id), values, max_len=self._config.max_records
+                    )
+                except StorageError as exc:
+                    logger.warning(
+                        "request log: %d records of %s not written yet (kept for the next try): %s",
+                        len(values),
+                        workspace_id,
+                        exc,
+                    )
+                    self._keep(workspace_id, values)
+                    continue
+                written += len(values)
+            self.written += written
+        await self.usage.flush()
         return written
 
-    def _keep(self, records: list[RequestRecord]) -> None:
+    def _keep(self, workspace_id: str, values: list[bytes]) -> None:
         """Put records back in front of those collected since (their order kept)."""
         room = self._config.max_pending - len(self._pending)
-        if room < len(records):
-            self.dropped += len(records) - max(room, 0)
-            records = records[len(records) - max(room, 0) :]
-        self._pending.extendleft(reversed(records))
+        if room < len(values):
+            self.dropped += len(values) - max(room, 0)
+            values = values[len(values) - max(room, 0) :]
+        self._pending.extendleft((workspace_id, value) for value in reversed(values))
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Write every ``flush_interval_s`` until cancelled, then once more (shielded)."""
@@ -212,7 +208,7 @@ class RequestLog:
             for entry in entries:
                 scanned += 1
                 before = entry.seq
-                record = json.loads(entry.value)
+                record = decode(entry.value)
                 if floor is not None and record["created_at"] < floor:
                     return RequestPage(found, None)
                 if where.matches(record):

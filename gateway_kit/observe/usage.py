@@ -1,7 +1,8 @@
 """``UsageTotals``: a workspace's requests, tokens, cost and savings per UTC day and model.
 
-Kept as counters beside the request log, added to when the log is written (one ``incr_many``
-per workspace and write), so the totals outlive the log's cap and cost one read to report:
+Kept as counters beside the request log: counted in the process as requests end and written
+with the log (one ``incr_many`` per workspace and write), so the totals outlive the log's cap
+and cost one read to report:
 the day/model pairs are listed in a map (``{ws}:usage``), their counters read in one step.
 
 The model is the one that served; a request that never reached a model counts under the model
@@ -14,11 +15,13 @@ a cache hit and its savings, not tokens (nothing was used upstream). Counters li
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gateway_kit.config.observe import RequestLogConfig
+from gateway_kit.exceptions import StorageError
 from gateway_kit.observe.record import RequestRecord
 from gateway_kit.storage import Increment, Storage
 
@@ -37,6 +40,7 @@ METRICS = (
     "savings_micro_usd",
 )
 NO_MODEL = "(none)"
+logger = logging.getLogger("gateway_kit.requests")
 _DAY_S = 86_400
 #: Day/model pairs this process remembers having indexed (past it, it indexes again).
 _INDEXED_MAX = 10_000
@@ -75,6 +79,9 @@ class UsageTotals:
         self._clock = clock
         self._models = frozenset(models)
         self._indexed: set[tuple[str, str, str]] = set()
+        #: Totals counted and not written yet, by (workspace, day, model), in METRICS' order.
+        self._pending: dict[tuple[str, str, str], list[int]] = {}
+        self._days_seen: dict[int, str] = {}
 
     def model_of(self, record: RequestRecord) -> str:
         if record.served_model is not None:
@@ -83,42 +90,66 @@ class UsageTotals:
             return record.model
         return NO_MODEL
 
-    async def add(self, workspace_id: str, records: Iterable[RequestRecord]) -> None:
-        """Add the records' figures to their days' and models' totals."""
-        rows: dict[tuple[str, str], UsageRow] = {}
-        for record in records:
-            day, model = record.day, self.model_of(record)
-            row = rows.get((day, model))
-            if row is None:
-                row = rows[(day, model)] = UsageRow(day, model)
-            totals = row.totals
-            totals["requests"] += 1
-            if record.status >= 400:
-                totals["errors"] += 1
-            if record.cache in ("hit", "semantic"):
-                totals["cache_hits"] += 1
-            else:
-                totals["input_tokens"] += record.input_tokens
-                totals["cached_tokens"] += record.cached_tokens
-                totals["output_tokens"] += record.output_tokens
-                totals["reasoning_tokens"] += record.reasoning_tokens
-            totals["cost_micro_usd"] += record.cost_micro_usd or 0
-            totals["savings_micro_usd"] += record.savings_micro_usd
-        increments = [
-            Increment(_counter(workspace_id, row.day, row.model, metric), amount, ttl=self._ttl)
-            for row in rows.values()
-            for metric, amount in row.totals.items()
-            if amount
-        ]
-        for day, model in rows:
-            if (workspace_id, day, model) not in self._indexed:
-                field_name = json.dumps([day, model])
-                await self._storage.map_set(_index(workspace_id), field_name, b"1")
-                if len(self._indexed) >= _INDEXED_MAX:
-                    self._indexed.clear()
-                self._indexed.add((workspace_id, day, model))
-        if increments:
-            await self._storage.incr_many(increments)
+    def count(self, workspace_id: str, record: RequestRecord) -> None:
+        """Add a record's figures to its day's and model's totals (written by ``flush``)."""
+        key = (workspace_id, self._day(record.at), self.model_of(record))
+        totals = self._pending.get(key)
+        if totals is None:
+            totals = self._pending[key] = [0] * len(METRICS)
+        totals[0] += 1
+        if record.status >= 400:
+            totals[1] += 1
+        if record.cache in ("hit", "semantic"):
+            totals[2] += 1
+        else:
+            totals[3] += record.input_tokens
+            totals[4] += record.cached_tokens
+            totals[5] += record.output_tokens
+            totals[6] += record.reasoning_tokens
+        totals[7] += record.cost_micro_usd or 0
+        totals[8] += record.savings_micro_usd
+
+    def _day(self, moment: float) -> str:
+        number = int(moment) // _DAY_S
+        day = self._days_seen.get(number)
+        if day is None:
+            if len(self._days_seen) > 64:
+                self._days_seen.clear()
+            day = self._days_seen[number] = _day(number * _DAY_S)
+        return day
+
+    async def flush(self) -> None:
+        """Write the totals counted since the last flush: one ``incr_many`` per workspace;
+        those the storage refuses are kept for the next one."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        groups: dict[str, list[tuple[str, str, list[int]]]] = {}
+        for (workspace_id, day, model), totals in pending.items():
+            groups.setdefault(workspace_id, []).append((day, model, totals))
+        for workspace_id, rows in groups.items():
+            try:
+                for day, model, _ in rows:
+                    if (workspace_id, day, model) not in self._indexed:
+                        field_name = json.dumps([day, model])
+                        await self._storage.map_set(_index(workspace_id), field_name, b"1")
+                        if len(self._indexed) >= _INDEXED_MAX:
+                            self._indexed.clear()
+                        self._indexed.add((workspace_id, day, model))
+                await self._storage.incr_many(
+                    [
+                        Increment(_counter(workspace_id, day, model, metric), amount, ttl=self._ttl)
+                        for day, model, totals in rows
+                        for metric, amount in zip(METRICS, totals, strict=True)
+                        if amount
+                    ]
+                )
+            except StorageError as exc:
+                logger.warning("usage totals of %s not written yet (kept): %s", workspace_id, exc)
+                for day, model, totals in rows:
+                    kept = self._pending.setdefault((workspace_id, day, model), [0] * len(METRICS))
+                    for index, amount in enumerate(totals):
+                        kept[index] += amount
 
     async def read(
         self, workspace_id: str, *, since: str | None = None, until: str | None = None

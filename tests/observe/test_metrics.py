@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway_kit import GatewayConfig
 from gateway_kit.exceptions import StorageError
+from gateway_kit.layers.cache.policy import CacheVerdict
 from gateway_kit.observe.metrics import Metrics
 from gateway_kit.observe.record import RequestRecord
 from tests.fakes import COMPLETION, provisioned
@@ -123,7 +124,7 @@ def record(**fields: Any) -> RequestRecord:
         "total_ms": 120.0,
         "upstream_ms": 100.0,
         "ttft_ms": 30.0,
-        "verdicts": {"cache": {"action": "miss"}},
+        "verdicts": {"cache": CacheVerdict(action="miss")},
         "fallbacks": (),
         "retries": 0,
     }

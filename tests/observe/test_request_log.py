@@ -290,6 +290,7 @@ async def test_records_the_storage_refuses_are_kept_for_the_next_write() -> None
         env.storage.broken = True
         for _ in range(3):
             await env.chat()
+            env.clock.advance(1)
         assert await env.gateway.requests.flush() == 0
         assert env.gateway.requests.pending == 3
         env.storage.broken = False

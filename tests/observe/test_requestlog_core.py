@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gateway_kit.config import RequestLogConfig
+from gateway_kit.layers.cache.policy import CacheVerdict
 from gateway_kit.observe.record import RequestRecord, iso_ms
 from gateway_kit.observe.requestlog import RequestFilter, RequestLog
 from gateway_kit.storage import MemoryStorage, SQLiteStorage, Storage
@@ -128,7 +129,7 @@ async def test_usage_totals_add_up_per_day_and_model(storage: Storage, clock: Fa
     log = RequestLog(storage, RequestLogConfig(), clock=clock)
     log.add(made(0, served_model="a"))
     log.add(made(1, served_model="a", status=500, cost_micro_usd=None))
-    log.add(made(2, served_model="b", verdicts={"cache": {"action": "hit"}}))
+    log.add(made(2, served_model="b", verdicts={"cache": CacheVerdict(action="hit")}))
     log.add(record(request_id="req_3", at=START + DAY, served_model="a"))
     await log.flush()
     clock.advance(DAY)
