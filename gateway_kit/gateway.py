@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 import httpx
@@ -33,6 +33,7 @@ from gateway_kit.observe.logs import RequestLines
 from gateway_kit.observe.metrics import Metrics
 from gateway_kit.observe.observer import Observer
 from gateway_kit.observe.requestlog import RequestLog
+from gateway_kit.observe.tracing import TracedStorage, Tracing
 from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.providers.base import EmbeddingsProvider, Provider
 from gateway_kit.providers.mock import MockProvider
@@ -93,6 +94,8 @@ class Gateway:
     ``run_worker`` (default ``config.webhooks.worker``) runs a webhook delivery worker inside;
     one-off commands pass ``False`` and leave deliveries to the serving processes.
     ``ssrf_guard`` replaces the guard built from ``config.webhooks`` (e.g. with a resolver).
+    ``tracer`` (an OpenTelemetry ``Tracer``) turns spans on with it, whatever
+    ``tracing.enabled`` says.
     """
 
     def __init__(
@@ -105,8 +108,12 @@ class Gateway:
         clock: Callable[[], float] = time.time,
         run_worker: bool | None = None,
         ssrf_guard: SSRFGuard | None = None,
+        tracer: Any = None,
     ) -> None:
         self.config = config if config is not None else GatewayConfig()
+        #: OpenTelemetry spans (``tracing.enabled``, or a ``tracer`` given: an OpenTelemetry
+        #: ``Tracer``, for tests and hosts that keep their own provider).
+        self.tracing = Tracing(self.config.tracing, tracer=tracer)
         self.events = EventBus()
         self.clock = clock
         self._run_worker = self.config.webhooks.worker if run_worker is None else run_worker
@@ -156,6 +163,8 @@ class Gateway:
                 except ValueError as exc:
                     raise ConfigError(f"storage.url: {exc}") from None
                 await stack.enter_async_context(storage)
+            if self.tracing.enabled:
+                storage = cast(Storage, TracedStorage(storage, self.tracing))
             self._storage = storage
             # Freshness is timed on a monotonic clock; a test's fake clock drives it instead.
             cache_clock = time.monotonic if self.clock is time.time else self.clock

@@ -153,6 +153,27 @@ class _InferenceEndpoint:
         return chain, [*routed.response.headers, *routed.headers()]
 
 
+def upstream_span(ctx: RequestContext, operation: str, route: ModelRoute) -> Any:
+    """The upstream call's span (GenAI conventions: a client span ``{operation} {model}``),
+    until the answer (a stream's first event) arrived or every deployment failed."""
+    attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": route.name}
+    return ctx.tracing.span(f"{operation} {route.name}", kind="CLIENT", attributes=attributes)
+
+
+def describe_upstream(span: Any, routed: Routed) -> None:
+    deployment = routed.deployment
+    span.set_attributes(
+        {
+            "gen_ai.response.model": deployment.model,
+            "gen_ai.provider.name": deployment.provider_name,
+            "gateway_kit.upstream_model": deployment.upstream_model,
+            "gateway_kit.retries": routed.retries,
+            "gateway_kit.fallbacks": routed.fallbacks,
+            "http.response.status_code": routed.response.status,
+        }
+    )
+
+
 class ChatCompletionsEndpoint(_InferenceEndpoint):
     """``POST /v1/chat/completions`` served from the ``Gateway``'s models."""
 
@@ -171,7 +192,12 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
         call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            routed = await gateway.router.chat(route, call)
+            if ctx.tracing is None:
+                routed = await gateway.router.chat(route, call)
+            else:
+                with upstream_span(ctx, "chat", route) as span:
+                    routed = await gateway.router.chat(route, call)
+                    describe_upstream(span, routed)
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started
             await self._unrouted(ctx, failed, send)
@@ -238,7 +264,12 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
         call = EmbeddingsCall(payload, body, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            routed = await gateway.router.embeddings(route, call)
+            if ctx.tracing is None:
+                routed = await gateway.router.embeddings(route, call)
+            else:
+                with upstream_span(ctx, "embeddings", route) as span:
+                    routed = await gateway.router.embeddings(route, call)
+                    describe_upstream(span, routed)
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started
             await self._unrouted(ctx, failed, send)

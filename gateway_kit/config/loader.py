@@ -215,6 +215,11 @@ def _check_extras(config: GatewayConfig, source: str, origins: Mapping[str, str]
         raise MissingExtraError(
             f"{where}: metrics.enabled", "true", extra="metrics", module="prometheus_client"
         )
+    if config.tracing.enabled and not _installed("opentelemetry"):
+        where = _where("tracing.enabled", source, origins)[0]
+        raise MissingExtraError(
+            f"{where}: tracing.enabled", "true", extra="otel", module="opentelemetry"
+        )
     for index, provider in enumerate(config.providers):
         if provider.transport != "aiohttp":
             continue

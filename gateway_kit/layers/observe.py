@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
 from gateway_kit.gateway import Gateway
@@ -41,6 +42,24 @@ class ObserveMiddleware:
             await self.app(scope, receive, send)
             return
         ctx, send, owner = enter(scope, send)
+        tracing = self.gateway.tracing
+        if not tracing.enabled:
+            await self._observed(ctx, owner, scope, receive, send)
+            return
+        with tracing.request_span(self.route) as span:
+            ctx.tracing = tracing
+            await self._observed(ctx, owner, scope, receive, send, span=span)
+
+    async def _observed(
+        self,
+        ctx: RequestContext,
+        owner: bool,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        span: Any = None,
+    ) -> None:
         gateway = self.gateway
         observer = gateway.observer
         try:
@@ -51,6 +70,8 @@ class ObserveMiddleware:
             try:
                 record = record_of(ctx, self.route, now=gateway.clock(), ended=time.perf_counter())
                 observer.request_done(record)
+                if span is not None:
+                    gateway.tracing.describe(span, record)
             except Exception:
                 logger.exception("request %s could not be recorded", ctx.request_id)
 

@@ -14,9 +14,9 @@ Spans (the GenAI semantic conventions' names where they have one):
 - each policy layer's decision (``gateway_kit.layer.{concern}``) and the admission's storage
   step (``gateway_kit.admission``);
 - each storage operation (``gateway_kit.storage.{operation}``, ``db.system.name``);
-- the upstream call (``CLIENT``), named ``{operation} {model}``: ``gen_ai.*`` and
-  ``server.address``, one per attempt the router makes... as one span around the router's
-  call, with the attempts that failed as ``gateway_kit.fallbacks``.
+- the upstream call (``CLIENT``), named ``{operation} {model}``, around the router's call
+  (retries and fallbacks included, until the answer or a stream's first event): ``gen_ai.*``
+  and the number of fallbacks and retries.
 """
 
 from __future__ import annotations
@@ -54,22 +54,29 @@ class Tracing:
             self._tracer = trace.get_tracer("gateway_kit", __version__)
 
     @contextmanager
-    def span(self, name: str, *, kind: str = "INTERNAL", **attributes: Any) -> Iterator[Any]:
+    def span(
+        self, name: str, *, kind: str = "INTERNAL", attributes: dict[str, Any] | None = None
+    ) -> Iterator[Any]:
         """A span around the block, a child of the current one (its exception recorded)."""
         from opentelemetry.trace import SpanKind
 
-        clean = {k.replace("__", "."): v for k, v in attributes.items() if v is not None}
         with self._tracer.start_as_current_span(
-            name, kind=getattr(SpanKind, kind), attributes=clean
+            name, kind=getattr(SpanKind, kind), attributes=attributes
         ) as span:
             yield span
 
     def request_span(self, route: str) -> Any:
-        """The request's span: started now, named and described when it ends (``close``)."""
+        """The request's span: started now, named after its model and described from its
+        record when it ends (``describe``)."""
         from opentelemetry.trace import SpanKind
 
+        # Its status comes from the answer (``describe``), not from how the app returned: a
+        # client that leaves cancels the request, which is not the gateway's error.
         return self._tracer.start_as_current_span(
-            f"{_OPERATION.get(route, route)}", kind=SpanKind.SERVER, end_on_exit=True
+            _OPERATION.get(route, route),
+            kind=SpanKind.SERVER,
+            record_exception=False,
+            set_status_on_exception=False,
         )
 
     @staticmethod
@@ -133,7 +140,7 @@ class TracedStorage:
             with tracing.span(
                 f"gateway_kit.storage.{name}",
                 kind="CLIENT",
-                **{"db.system.name": system, "db.operation.name": name},
+                attributes={"db.system.name": system, "db.operation.name": name},
             ):
                 return await call(*args, **kwargs)
 

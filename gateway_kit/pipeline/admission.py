@@ -130,6 +130,12 @@ class Admission:
 
     async def commit(self, ctx: RequestContext, storage: Storage) -> Refusal | None:
         """Run the pending participants' step; the refusal to answer with, if any."""
+        if ctx.tracing is not None and self.pending:
+            with ctx.tracing.span("gateway_kit.admission"):
+                return await self._commit(ctx, storage)
+        return await self._commit(ctx, storage)
+
+    async def _commit(self, ctx: RequestContext, storage: Storage) -> Refusal | None:
         participants, self.pending = self.pending, []
         if not participants:
             return None

@@ -77,6 +77,9 @@ class RequestContext:
     error_code: str | None = None
     #: Whether the one response wrapper is in place (``pipeline.entry``).
     entered: bool = False
+    #: The gateway's ``Tracing`` while spans are on (``ObserveMiddleware`` sets it): the
+    #: layers, the admission and the endpoint open their spans through it. ``None``: off.
+    tracing: Any = None
     #: Free-form values layers hand to each other (documented by the layer that sets them).
     extras: dict[str, Any] = field(default_factory=dict)
 

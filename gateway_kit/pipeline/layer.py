@@ -46,7 +46,12 @@ class PolicyLayer:
             return
         ctx, send, owner = enter(scope, send)
         try:
-            inner = await self.admit(ctx, scope, receive, send)
+            if ctx.tracing is None:
+                inner = await self.admit(ctx, scope, receive, send)
+            else:
+                name = getattr(self, "concern", type(self).__name__)
+                with ctx.tracing.span(f"gateway_kit.layer.{name}"):
+                    inner = await self.admit(ctx, scope, receive, send)
             if inner is None:
                 return  # answered
             if self._commit_here:
