@@ -29,6 +29,7 @@ from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
 from gateway_kit.exceptions import ConfigError, GatewayError, MissingExtraError, StorageError
+from gateway_kit.observe.events import EventLog
 from gateway_kit.observe.logs import RequestLines
 from gateway_kit.observe.metrics import Metrics
 from gateway_kit.observe.observer import Observer
@@ -141,6 +142,7 @@ class Gateway:
         self._pii_settings: PIISettingsStore | None = None
         self._cache: AnswerCache | None = None
         self._observer: Observer | None = None
+        self._event_log: EventLog | None = None
         #: ``/metrics``' figures (``None`` unless ``metrics.enabled``); they outlive restarts
         #: of the ``Gateway`` as a process's counters do.
         self.metrics = self._metrics_of(self.config)
@@ -191,6 +193,8 @@ class Gateway:
             await feed_tasks.start(changes.run)
             await feed_tasks.start(self._cache.counters.run)
             self._observer = observer = self._observe(storage)
+            self._event_log = event_log = EventLog(storage)
+            stack.callback(self.events.subscribe(event_log))
             # Writes the request log's records (and at exit: the requests are over by then).
             await feed_tasks.start(observer.requests.run)
             await self._start_webhooks(storage, stack)
@@ -226,7 +230,7 @@ class Gateway:
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = self._guardian_settings = None
-        self._pii_settings = self._cache = self._observer = None
+        self._pii_settings = self._cache = self._observer = self._event_log = None
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
@@ -398,6 +402,11 @@ class Gateway:
     def observer(self) -> Observer:
         """Where finished requests go: the request log, the metrics, the log lines."""
         return _running(self._observer)
+
+    @property
+    def event_log(self) -> EventLog:
+        """Each workspace's recent events (``GET .../events``, the dashboard)."""
+        return _running(self._event_log)
 
     @property
     def requests(self) -> RequestLog:

@@ -9,7 +9,10 @@
   cost and savings in micro-USD) from ``since`` to ``until`` (days, ``YYYY-MM-DD``; the last
   30 days by default), and their sum (``requests:read``).
 
-The operator reads any workspace's at ``/api/v1/admin/workspaces/{id}/requests|usage``.
+- ``GET .../events``    the workspace's last events (up to 200 kept), newest first, as its
+  webhooks receive them, webhooks or not (``requests:read``; ``limit``, default 50).
+
+The operator reads any workspace's at ``/api/v1/admin/workspaces/{id}/requests|usage|events``.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from gateway_kit.accounts.scopes import KeyScope
 from gateway_kit.api._auth import requires
 from gateway_kit.api._common import ApiError, json_response, principal_of
 from gateway_kit.gateway import Gateway
+from gateway_kit.observe.events import MAX_EVENTS
 from gateway_kit.observe.record import iso_ms
 from gateway_kit.observe.requestlog import RequestFilter
 from gateway_kit.observe.usage import METRICS
 
-__all__ = ["request_page", "request_routes", "usage_report"]
+__all__ = ["recent_events", "request_page", "request_routes", "usage_report"]
 
 _MAX_LIMIT = 1000
 _STATUS = re.compile(r"^(?:[1-5][0-9][0-9]|[1-5]xx|error)$")
@@ -130,6 +134,21 @@ async def usage_report(gateway: Gateway, workspace_id: str, request: Request) ->
     }
 
 
+async def recent_events(gateway: Gateway, workspace_id: str, request: Request) -> dict[str, Any]:
+    """``GET .../events``' answer."""
+    query = _query(request, ("limit",))
+    limit_text = query.get("limit", "50")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_EVENTS:
+        raise ApiError(
+            400,
+            f"'limit' must be an integer from 1 to {MAX_EVENTS}.",
+            code="invalid_value",
+            param="limit",
+        )
+    events = await gateway.event_log.recent(workspace_id, limit=int(limit_text))
+    return {"object": "list", "data": events}
+
+
 def request_routes(gateway: Gateway) -> list[Route]:
     async def requests(request: Request) -> Response:
         try:
@@ -145,9 +164,17 @@ def request_routes(gateway: Gateway) -> list[Route]:
         except ApiError as exc:
             return exc.response()
 
+    async def events(request: Request) -> Response:
+        try:
+            workspace_id = principal_of(request).workspace_id
+            return json_response(await recent_events(gateway, workspace_id, request))
+        except ApiError as exc:
+            return exc.response()
+
     reads = requires(gateway, KeyScope.REQUESTS_READ)
     path = "/workspaces/{workspace_id}"
     return [
         Route(path + "/requests", requests, methods=["GET"], middleware=reads),
         Route(path + "/usage", usage, methods=["GET"], middleware=reads),
+        Route(path + "/events", events, methods=["GET"], middleware=reads),
     ]

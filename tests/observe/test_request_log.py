@@ -331,3 +331,34 @@ async def test_records_collected_are_written_when_the_gateway_stops() -> None:
             assert gateway.requests.pending == 5  # the write interval has not passed
         written = await storage.log_page(f"{workspace.id}:requests", limit=10)
         assert len(written) == 5
+
+
+async def test_recent_events_are_listed_newest_first_without_webhooks() -> None:
+    async with provisioned("scale") as env:
+        made = await env.recorder.request(
+            "POST",
+            f"/api/v1/workspaces/{env.workspace_id}/keys",
+            json={"name": "ci"},
+            headers=env.auth(),
+        )
+        key_id = made.json()["key_id"]
+        for _ in range(2):
+            rotated = await env.recorder.request(
+                "POST",
+                f"/api/v1/workspaces/{env.workspace_id}/keys/{key_id}/rotate",
+                headers=env.auth(),
+            )
+            assert rotated.status == 200
+        listed = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/events?limit=5", headers=env.auth()
+        )
+        assert listed.status == 200
+        events = listed.json()["data"]
+        assert [e["event"] for e in events] == ["key.rotated", "key.rotated"]
+        assert events[0]["timestamp"] >= events[1]["timestamp"]
+        assert events[0]["workspace_id"] == env.workspace_id
+        assert made.json()["key"] not in json.dumps(events)
+        bad = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/events?limit=0", headers=env.auth()
+        )
+        assert bad.status == 400

@@ -21,6 +21,7 @@
 - ``DELETE /cache``                      purge every workspace's cached answers (``?model=``)
 - ``GET    /workspaces/{id}/requests``   the workspace's request log (as ``GET .../requests``)
 - ``GET    /workspaces/{id}/usage``      its usage per day and model (as ``GET .../usage``)
+- ``GET    /workspaces/{id}/events``     its recent events (as ``GET .../events``)
 - ``POST   /workspaces/{id}/keys``       ``{"name"?, "role" | "scopes"}``: a key of any role
   (e.g. a new admin key for an owner who lost theirs), shown once
 
@@ -51,7 +52,7 @@ from gateway_kit.api.cache import cache_status, change_cache, purge_cache
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.api.pii import change_pii, pii_status
-from gateway_kit.api.requests import request_page, usage_report
+from gateway_kit.api.requests import recent_events, request_page, usage_report
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
 
@@ -253,6 +254,13 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         except ApiError as exc:
             return exc.response()
 
+    async def read_events(request: Request) -> Response:
+        try:
+            workspace = await find_workspace(gateway, request)
+            return json_response(await recent_events(gateway, workspace.id, request))
+        except ApiError as exc:
+            return exc.response()
+
     async def create_key(request: Request) -> Response:
         try:
             workspace = await find_workspace(gateway, request)
@@ -284,6 +292,7 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route("/cache", purge_every_cache, methods=["DELETE"]),
         Route(one + "/requests", read_requests, methods=["GET"]),
         Route(one + "/usage", read_usage, methods=["GET"]),
+        Route(one + "/events", read_events, methods=["GET"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 
