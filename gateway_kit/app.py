@@ -4,7 +4,7 @@ Routes: ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` (the layer sta
 ``GET /v1/models`` and ``GET /v1/models/{model}``, ``GET /v1/me``, the management API under
 ``/api/v1`` (all behind ``AuthMiddleware``, each route requiring its key scope), the operator
 API under ``/api/v1/admin`` (the operator's token), ``GET /healthz`` and ``GET /metrics``
-(Prometheus, when enabled).
+(Prometheus, when enabled) and the dashboard at ``/dashboard``.
 Every other path, and every error Starlette raises, answers in the OpenAI error shape.
 """
 
@@ -26,6 +26,7 @@ from gateway_kit.api import admin_mount, management_routes, me_endpoint
 from gateway_kit.api.metrics import metrics_route
 from gateway_kit.api.payments import stripe_endpoint
 from gateway_kit.config import GatewayConfig
+from gateway_kit.dashboard import dashboard_routes
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.telemetry import TelemetryMiddleware
@@ -98,6 +99,7 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             Route("/v1/payments/stripe", stripe_endpoint(gw), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             metrics_route(gw),
+            *dashboard_routes(),
         ],
         middleware=[Middleware(TelemetryMiddleware)],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},

@@ -33,7 +33,7 @@ LEVELS: list[set[str]] = [
     {"chat"},
     {"layers"},
     {"stack"},
-    {"api"},
+    {"api", "dashboard"},
     {"app"},
     {"cli", "bench", "testing"},
 ]

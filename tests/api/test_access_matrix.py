@@ -129,7 +129,12 @@ ROUTES = [
     Case("GET", "/api/v1/admin/routes", OPERATOR, 200),
 ]
 #: Routes with their own authentication, outside this matrix (tested where they live).
-ELSEWHERE = {("POST", "/v1/payments/stripe"), ("GET", "/healthz")}
+ELSEWHERE = {
+    ("POST", "/v1/payments/stripe"),
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/dashboard"),
+}
 
 
 def expected(case: Case, caller: str) -> tuple[int, str | None]:
