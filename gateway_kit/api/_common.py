@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -167,3 +168,33 @@ def micro_usd_field(value: Any, name: str, *, high: int, positive: bool = False)
         return parse_usd(value, name, high=high, positive=positive)
     except InvalidRequestError as exc:
         raise ApiError(400, str(exc), code="invalid_value", param=name) from None
+
+
+def limit_param(text: str, high: int) -> int:
+    """A ``limit`` query parameter: an integer from 1 to ``high``, else a 400 naming it."""
+    if not text.isdigit() or not 1 <= int(text) <= high:
+        raise ApiError(
+            400,
+            f"'limit' must be an integer from 1 to {high}.",
+            code="invalid_value",
+            param="limit",
+        )
+    return int(text)
+
+
+def time_param(value: object, name: str) -> datetime:
+    """An ISO 8601 time with a zone (``Z`` or an offset), else a 400 naming ``name``."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            raise ValueError
+    except ValueError:
+        raise ApiError(
+            400,
+            f"'{name}' must be an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.",
+            code="invalid_value",
+            param=name,
+        ) from None
+    return moment

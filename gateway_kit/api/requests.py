@@ -27,7 +27,13 @@ from starlette.routing import Route
 
 from gateway_kit.accounts.scopes import KeyScope
 from gateway_kit.api._auth import requires
-from gateway_kit.api._common import ApiError, json_response, principal_of
+from gateway_kit.api._common import (
+    ApiError,
+    json_response,
+    limit_param,
+    principal_of,
+    time_param,
+)
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.events import MAX_EVENTS
 from gateway_kit.observe.record import iso_ms
@@ -58,20 +64,7 @@ def _query(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
 
 
 def _time(value: str | None, name: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            raise ValueError
-    except ValueError:
-        raise ApiError(
-            400,
-            f"'{name}' must be an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.",
-            code="invalid_value",
-            param=name,
-        ) from None
-    return iso_ms(moment.timestamp())
+    return None if value is None else iso_ms(time_param(value, name).timestamp())
 
 
 def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str) -> str | None:
@@ -83,14 +76,7 @@ def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str)
 async def request_page(gateway: Gateway, workspace_id: str, request: Request) -> dict[str, Any]:
     """``GET .../requests``' answer."""
     query = _query(request, ("since", "until", "model", "key_id", "status", "limit", "cursor"))
-    limit_text = query.get("limit", "50")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= _MAX_LIMIT:
-        raise ApiError(
-            400,
-            f"'limit' must be an integer from 1 to {_MAX_LIMIT}.",
-            code="invalid_value",
-            param="limit",
-        )
+    limit = limit_param(query.get("limit", "50"), _MAX_LIMIT)
     where = RequestFilter(
         since=_time(query.get("since"), "since"),
         until=_time(query.get("until"), "until"),
@@ -101,9 +87,7 @@ async def request_page(gateway: Gateway, workspace_id: str, request: Request) ->
         ),
     )
     cursor = _matching(query.get("cursor"), _CURSOR, "cursor", "a next_cursor of a page")
-    page = await gateway.requests.page(
-        workspace_id, where=where, cursor=cursor, limit=int(limit_text)
-    )
+    page = await gateway.requests.page(workspace_id, where=where, cursor=cursor, limit=limit)
     return {
         "object": "list",
         "data": page.records,
@@ -137,15 +121,8 @@ async def usage_report(gateway: Gateway, workspace_id: str, request: Request) ->
 async def recent_events(gateway: Gateway, workspace_id: str, request: Request) -> dict[str, Any]:
     """``GET .../events``' answer."""
     query = _query(request, ("limit",))
-    limit_text = query.get("limit", "50")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_EVENTS:
-        raise ApiError(
-            400,
-            f"'limit' must be an integer from 1 to {MAX_EVENTS}.",
-            code="invalid_value",
-            param="limit",
-        )
-    events = await gateway.event_log.recent(workspace_id, limit=int(limit_text))
+    limit = limit_param(query.get("limit", "50"), MAX_EVENTS)
+    events = await gateway.event_log.recent(workspace_id, limit=limit)
     return {"object": "list", "data": events}
 
 

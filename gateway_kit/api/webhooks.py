@@ -19,7 +19,6 @@ Every URL passes the SSRF guard; the secret is never shown back in full.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -33,8 +32,10 @@ from gateway_kit.api._common import (
     check_fields,
     json_body,
     json_response,
+    limit_param,
     principal_of,
     string_field,
+    time_param,
 )
 from gateway_kit.events.models import EVENT_TYPES, normalize_event_filter, sample_event
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError, UnsafeURLError
@@ -184,7 +185,7 @@ def webhook_routes(gateway: Gateway) -> list[Route]:
     async def deliveries(request: Request) -> Response:
         try:
             hook = await find(request)
-            limit = _limit(request.query_params.get("limit", "100"))
+            limit = limit_param(request.query_params.get("limit", "100"), 1000)
         except ApiError as exc:
             return exc.response()
         attempts = await gateway.webhooks.attempts(hook.workspace_id, hook.id, limit=limit)
@@ -195,7 +196,7 @@ def webhook_routes(gateway: Gateway) -> list[Route]:
             hook = await find(request)
             body = await json_body(request)
             check_fields(body, ["since"])
-            since = _since(body)
+            since = time_param(body.get("since"), "since")
             if hook.status != "active":
                 raise ApiError(
                     409,
@@ -257,29 +258,3 @@ def _events(body: dict[str, Any]) -> tuple[str, ...] | None:
         return normalize_event_filter(events)
     except ValueError as exc:
         raise ApiError(400, str(exc), code="unknown_event_type", param="events") from None
-
-
-def _since(body: dict[str, Any]) -> datetime:
-    since = body.get("since")
-    try:
-        if not isinstance(since, str):
-            raise ValueError
-        moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            raise ValueError
-    except ValueError:
-        raise ApiError(
-            400,
-            "'since' must be an ISO 8601 time with a zone, e.g. 2026-11-22T00:00:00Z.",
-            code="invalid_value",
-            param="since",
-        ) from None
-    return moment
-
-
-def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        raise ApiError(
-            400, "'limit' must be an integer from 1 to 1000.", code="invalid_value", param="limit"
-        )
-    return int(text)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import anyio
@@ -153,14 +154,24 @@ class _InferenceEndpoint:
         return chain, [*routed.response.headers, *routed.headers()]
 
 
-def upstream_span(ctx: RequestContext, operation: str, route: ModelRoute) -> Any:
-    """The upstream call's span (GenAI conventions: a client span ``{operation} {model}``),
-    until the answer (a stream's first event) arrived or every deployment failed."""
+async def _upstream(
+    ctx: RequestContext, operation: str, route: ModelRoute, call: Callable[[], Awaitable[Routed]]
+) -> Routed:
+    """The router's answer to ``call``; with tracing on, in the upstream call's span (GenAI
+    conventions: a client span ``{operation} {model}``), until the answer (a stream's first
+    event) arrived or every deployment failed."""
+    if ctx.tracing is None:
+        return await call()
     attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": route.name}
-    return ctx.tracing.span(f"{operation} {route.name}", kind="CLIENT", attributes=attributes)
+    with ctx.tracing.span(
+        f"{operation} {route.name}", kind="CLIENT", attributes=attributes
+    ) as span:
+        routed = await call()
+        _describe_upstream(span, routed)
+        return routed
 
 
-def describe_upstream(span: Any, routed: Routed) -> None:
+def _describe_upstream(span: Any, routed: Routed) -> None:
     deployment = routed.deployment
     span.set_attributes(
         {
@@ -192,12 +203,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
         call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            if ctx.tracing is None:
-                routed = await gateway.router.chat(route, call)
-            else:
-                with upstream_span(ctx, "chat", route) as span:
-                    routed = await gateway.router.chat(route, call)
-                    describe_upstream(span, routed)
+            routed = await _upstream(ctx, "chat", route, lambda: gateway.router.chat(route, call))
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started
             await self._unrouted(ctx, failed, send)
@@ -264,12 +270,9 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
         call = EmbeddingsCall(payload, body, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            if ctx.tracing is None:
-                routed = await gateway.router.embeddings(route, call)
-            else:
-                with upstream_span(ctx, "embeddings", route) as span:
-                    routed = await gateway.router.embeddings(route, call)
-                    describe_upstream(span, routed)
+            routed = await _upstream(
+                ctx, "embeddings", route, lambda: gateway.router.embeddings(route, call)
+            )
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started
             await self._unrouted(ctx, failed, send)

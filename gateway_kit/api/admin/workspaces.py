@@ -45,6 +45,7 @@ from gateway_kit.api._common import (
     check_fields,
     json_body,
     json_response,
+    limit_param,
     string_field,
 )
 from gateway_kit.api.budget import change_budget
@@ -75,7 +76,7 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         query = request.query_params
         try:
             check_fields(dict(query), ["limit", "after", "plan", "status"])
-            limit = _limit(query.get("limit", "50"))
+            limit = limit_param(query.get("limit", "50"), MAX_PAGE)
             after = query.get("after")
             if after is not None and not WORKSPACE_ID.fullmatch(after):
                 raise ApiError(
@@ -295,17 +296,6 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/events", read_events, methods=["GET"]),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
-
-
-def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
-        raise ApiError(
-            400,
-            f"'limit' must be an integer from 1 to {MAX_PAGE}.",
-            code="invalid_value",
-            param="limit",
-        )
-    return int(text)
 
 
 def _status(value: Any, param: str) -> Status | None:
