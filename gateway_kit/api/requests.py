@@ -18,6 +18,7 @@ The operator reads any workspace's at ``/api/v1/admin/workspaces/{id}/requests|u
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,7 +41,7 @@ from gateway_kit.observe.record import iso_ms
 from gateway_kit.observe.requestlog import RequestFilter
 from gateway_kit.observe.usage import METRICS
 
-__all__ = ["recent_events", "request_page", "request_routes", "usage_report"]
+__all__ = ["READS", "recent_events", "request_page", "request_routes", "usage_report"]
 
 _MAX_LIMIT = 1000
 _STATUS = re.compile(r"^(?:[1-5][0-9][0-9]|[1-5]xx|error)$")
@@ -126,32 +127,34 @@ async def recent_events(gateway: Gateway, workspace_id: str, request: Request) -
     return {"object": "list", "data": events}
 
 
+#: What ``GET .../requests``, ``.../usage`` and ``.../events`` answer, by path.
+READS: dict[str, Callable[[Gateway, str, Request], Awaitable[dict[str, Any]]]] = {
+    "/requests": request_page,
+    "/usage": usage_report,
+    "/events": recent_events,
+}
+
+
 def request_routes(gateway: Gateway) -> list[Route]:
-    async def requests(request: Request) -> Response:
-        try:
-            workspace_id = principal_of(request).workspace_id
-            return json_response(await request_page(gateway, workspace_id, request))
-        except ApiError as exc:
-            return exc.response()
+    def endpoint(
+        answer: Callable[[Gateway, str, Request], Awaitable[dict[str, Any]]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def read(request: Request) -> Response:
+            try:
+                workspace_id = principal_of(request).workspace_id
+                return json_response(await answer(gateway, workspace_id, request))
+            except ApiError as exc:
+                return exc.response()
 
-    async def usage(request: Request) -> Response:
-        try:
-            workspace_id = principal_of(request).workspace_id
-            return json_response(await usage_report(gateway, workspace_id, request))
-        except ApiError as exc:
-            return exc.response()
-
-    async def events(request: Request) -> Response:
-        try:
-            workspace_id = principal_of(request).workspace_id
-            return json_response(await recent_events(gateway, workspace_id, request))
-        except ApiError as exc:
-            return exc.response()
+        return read
 
     reads = requires(gateway, KeyScope.REQUESTS_READ)
-    path = "/workspaces/{workspace_id}"
     return [
-        Route(path + "/requests", requests, methods=["GET"], middleware=reads),
-        Route(path + "/usage", usage, methods=["GET"], middleware=reads),
-        Route(path + "/events", events, methods=["GET"], middleware=reads),
+        Route(
+            f"/workspaces/{{workspace_id}}{path}",
+            endpoint(answer),
+            methods=["GET"],
+            middleware=reads,
+        )
+        for path, answer in READS.items()
     ]

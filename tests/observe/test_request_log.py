@@ -362,3 +362,30 @@ async def test_recent_events_are_listed_newest_first_without_webhooks() -> None:
             "GET", f"/api/v1/workspaces/{env.workspace_id}/events?limit=0", headers=env.auth()
         )
         assert bad.status == 400
+
+
+async def test_an_embeddings_request_is_recorded_on_its_route() -> None:
+    embedding = {"name": "embed-fake", "provider": "up", "kind": "embedding"}
+    async with provisioned(
+        "scale", models=[{"name": "gpt-fake", "provider": "up"}, embedding]
+    ) as env:
+        env.upstream.json_body = {
+            "object": "list",
+            "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+            "model": "embed-fake",
+            "usage": {"prompt_tokens": 4, "total_tokens": 4},
+        }
+        response = await env.recorder.request(
+            "POST",
+            "/v1/embeddings",
+            json={"model": "embed-fake", "input": "hello"},
+            headers=env.auth(),
+        )
+        assert response.status == 200
+        [record] = (await records(env)).json()["data"]
+        assert (record["route"], record["model"], record["status"]) == (
+            "embeddings",
+            "embed-fake",
+            200,
+        )
+        assert record["usage"]["input_tokens"] == 4

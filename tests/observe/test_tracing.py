@@ -28,18 +28,37 @@ def exporter() -> Iterator[tuple[InMemorySpanExporter, Any]]:
     provider.shutdown()
 
 
-async def test_a_request_is_a_tree_of_spans_named_by_the_genai_conventions(
+@pytest.fixture
+def given_tracer(
     exporter: tuple[InMemorySpanExporter, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    spans, tracer = exporter
+) -> InMemorySpanExporter:
+    """Every Gateway made in the test gets the exporter's tracer (``Gateway(tracer=...)``)."""
     import gateway_kit.gateway as module
 
+    spans, tracer = exporter
     made = module.Gateway.__init__
+    monkeypatch.setattr(
+        module.Gateway, "__init__", lambda self, *a, **k: made(self, *a, **k, tracer=tracer)
+    )
+    return spans
 
-    def with_tracer(self: Any, *args: Any, **kwargs: Any) -> None:
-        made(self, *args, **kwargs, tracer=tracer)
 
-    monkeypatch.setattr(module.Gateway, "__init__", with_tracer)
+@pytest.fixture
+def global_tracer(
+    exporter: tuple[InMemorySpanExporter, Any], monkeypatch: pytest.MonkeyPatch
+) -> InMemorySpanExporter:
+    """OpenTelemetry's global tracer is the exporter's (as a host's SDK set-up makes it)."""
+    from opentelemetry import trace
+
+    spans, tracer = exporter
+    monkeypatch.setattr(trace, "get_tracer", lambda *args, **kwargs: tracer)
+    return spans
+
+
+async def test_a_request_is_a_tree_of_spans_named_by_the_genai_conventions(
+    given_tracer: InMemorySpanExporter,
+) -> None:
+    spans = given_tracer
     async with provisioned("scale", models=PRICED) as env:
         env.upstream.json_body = {
             **COMPLETION,
@@ -83,15 +102,9 @@ async def test_a_request_is_a_tree_of_spans_named_by_the_genai_conventions(
 
 
 async def test_an_upstream_failure_marks_the_request_span_as_an_error(
-    exporter: tuple[InMemorySpanExporter, Any], monkeypatch: pytest.MonkeyPatch
+    given_tracer: InMemorySpanExporter,
 ) -> None:
-    spans, tracer = exporter
-    import gateway_kit.gateway as module
-
-    made = module.Gateway.__init__
-    monkeypatch.setattr(
-        module.Gateway, "__init__", lambda self, *a, **k: made(self, *a, **k, tracer=tracer)
-    )
+    spans = given_tracer
     async with provisioned("scale", routing={"retries": 0}) as env:
         env.upstream.status = 500
         assert (await env.chat()).status == 502
@@ -100,15 +113,8 @@ async def test_an_upstream_failure_marks_the_request_span_as_an_error(
     assert dict(request.attributes or {})["error.type"] == "upstream_unavailable"
 
 
-async def test_no_span_is_made_when_tracing_is_off(
-    exporter: tuple[InMemorySpanExporter, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from opentelemetry import trace
-
-    spans, _ = exporter
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)
+async def test_no_span_is_made_when_tracing_is_off(global_tracer: InMemorySpanExporter) -> None:
+    spans = global_tracer
     async with provisioned("scale") as env:
         assert not env.gateway.tracing.enabled
         assert (await env.chat()).status == 200
@@ -116,14 +122,9 @@ async def test_no_span_is_made_when_tracing_is_off(
 
 
 async def test_tracing_enabled_uses_the_global_tracer_provider(
-    exporter: tuple[InMemorySpanExporter, Any], monkeypatch: pytest.MonkeyPatch
+    global_tracer: InMemorySpanExporter,
 ) -> None:
-    from opentelemetry import trace
-
-    spans, _ = exporter
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)
+    spans = global_tracer
     async with provisioned("scale", tracing={"enabled": True}) as env:
         assert (await env.chat()).status == 200
     assert any(s.kind == SpanKind.SERVER for s in spans.get_finished_spans())

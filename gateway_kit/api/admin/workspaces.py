@@ -53,7 +53,7 @@ from gateway_kit.api.cache import cache_status, change_cache, purge_cache
 from gateway_kit.api.guardian import change_guardian, guardian_status
 from gateway_kit.api.keys import requested_scopes
 from gateway_kit.api.pii import change_pii, pii_status
-from gateway_kit.api.requests import recent_events, request_page, usage_report
+from gateway_kit.api.requests import READS
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
 
@@ -241,26 +241,17 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         except ApiError as exc:
             return exc.response()
 
-    async def read_requests(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            return json_response(await request_page(gateway, workspace.id, request))
-        except ApiError as exc:
-            return exc.response()
+    def reader(answer: Any) -> Any:
+        """A workspace's request log, usage or events (``api.requests.READS``)."""
 
-    async def read_usage(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            return json_response(await usage_report(gateway, workspace.id, request))
-        except ApiError as exc:
-            return exc.response()
+        async def read(request: Request) -> Response:
+            try:
+                workspace = await find_workspace(gateway, request)
+                return json_response(await answer(gateway, workspace.id, request))
+            except ApiError as exc:
+                return exc.response()
 
-    async def read_events(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            return json_response(await recent_events(gateway, workspace.id, request))
-        except ApiError as exc:
-            return exc.response()
+        return read
 
     async def create_key(request: Request) -> Response:
         try:
@@ -291,9 +282,7 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         Route(one + "/cache", update_cache, methods=["PATCH"]),
         Route(one + "/cache", purge_workspace_cache, methods=["DELETE"]),
         Route("/cache", purge_every_cache, methods=["DELETE"]),
-        Route(one + "/requests", read_requests, methods=["GET"]),
-        Route(one + "/usage", read_usage, methods=["GET"]),
-        Route(one + "/events", read_events, methods=["GET"]),
+        *(Route(one + path, reader(answer), methods=["GET"]) for path, answer in READS.items()),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
 
