@@ -7,7 +7,8 @@ providers are the configured ones (a name nobody configured counts as ``(none)``
 are HTTP codes, verdicts are the layers' actions; the workspace id is a label only when
 ``metrics.workspace_label`` is on.
 
-Families (all prefixed ``gateway_``): ``requests_total`` (route, model, provider, status),
+Families (all prefixed ``gateway_``): ``requests_total`` (route, model, provider, status,
+``decided_by``: the refusing layer, ``cache``, ``upstream`` or ``gateway``),
 ``request_duration_seconds`` and ``time_to_first_token_seconds`` (histograms by route and
 model), ``verdicts_total`` (layer, action), ``tokens_total`` (model, kind),
 ``cost_usd_total`` and ``savings_usd_total`` (model), ``cache_hits_total`` (kind),
@@ -26,7 +27,7 @@ from gateway_kit.config.observe import MetricsConfig
 from gateway_kit.exceptions import MissingExtraError, StorageError
 from gateway_kit.observe.record import RequestRecord
 
-__all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "Metrics"]
+__all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "Metrics", "decided_by"]
 
 NO_LABEL = "(none)"
 _Read = Callable[[], dict[Any, float]]
@@ -54,6 +55,22 @@ class _Histogram:
             running += count
             out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
         return out
+
+
+def decided_by(record: RequestRecord) -> str:
+    """Who answered the request: the layer that refused it (``limits``, ``budget``,
+    ``guardian``, ``pii``, ``auth``...), ``cache`` for an answer from the cache, ``upstream``
+    for one that went to a model (answered or failed there), ``gateway`` for a request refused
+    before any layer decided (a malformed body, an unknown model)."""
+    cache = None
+    for concern, verdict in record.verdicts.items():
+        if getattr(verdict, "refusal", None) is not None:
+            return concern
+        if concern == "cache":
+            cache = verdict.action
+    if cache in ("hit", "semantic"):
+        return "cache"
+    return "upstream" if "routing" in record.verdicts else "gateway"
 
 
 class Metrics:
@@ -97,7 +114,13 @@ class Metrics:
     def observe(self, record: RequestRecord) -> None:
         model = self._model(record.served_model or record.model)
         provider = record.provider if record.provider in self._providers else NO_LABEL
-        labels: tuple[str, ...] = (record.route, model, provider, str(record.status))
+        labels: tuple[str, ...] = (
+            record.route,
+            model,
+            provider,
+            str(record.status),
+            decided_by(record),
+        )
         if self._by_workspace:
             labels += (record.workspace_id or NO_LABEL,)
         self.requests[labels] += 1
@@ -196,7 +219,7 @@ class Metrics:
             HistogramMetricFamily,
         )
 
-        request_labels = ["route", "model", "provider", "status"]
+        request_labels = ["route", "model", "provider", "status", "decided_by"]
         if self._by_workspace:
             request_labels.append("workspace")
         family = CounterMetricFamily(

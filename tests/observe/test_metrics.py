@@ -63,6 +63,21 @@ async def test_metrics_count_requests_verdicts_tokens_and_cost() -> None:
         # A made-up model name is not a label value: (none).
         assert total(found, "gateway_requests_total", status="404", model="(none)") == 1
         assert not any("made-up" in str(key) for key in found)
+        decided = {
+            status: {
+                dict(labels)["decided_by"]
+                for (name, labels), _ in found.items()
+                if name == "gateway_requests_total" and dict(labels)["status"] == status
+            }
+            for status in ("200", "429", "401", "404")
+        }
+        assert decided == {
+            "200": {"upstream", "cache"},
+            "429": {"limits"},
+            "401": {"auth"},
+            "404": {"gateway"},
+        }
+        assert total(found, "gateway_requests_total", decided_by="cache") == 2
         assert total(found, "gateway_cache_hits_total", kind="exact") == 2
         assert total(found, "gateway_verdicts_total", layer="cache", action="hit") == 2
         assert total(found, "gateway_verdicts_total", layer="limits", action="block") == 1
