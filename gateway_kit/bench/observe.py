@@ -4,8 +4,10 @@
    and at most 5 % fewer req/s at c=32): two gateways (``proxy --serve gateway``, memory
    storage, Auth and Limits on) against the proxy benchmark's mock upstream, one of ``COMMIT``
    (default ``BASELINE``, the commit before the request log: a checkout made for the run), one
-   of this checkout with the request log (on by default) and ``/metrics`` on; interleaved
-   rounds at c=1, then at c=32, the order alternating; the same short chat request each time.
+   of this checkout with the request log (on by default) and ``/metrics`` on; 9 interleaved
+   rounds at c=1, then at c=32, the order alternating (each round's ratio is printed too: two
+   gateways of the same code differ by up to 10 % in one round); the same short chat request
+   each time.
 2. **Memory over 100,000 requests** (target: flat): the standalone app called in-process (Auth
    and Limits on memory storage, the request log capped at 5,000 records per workspace,
    metrics on), the process's resident memory read every 10,000 requests; flat means the last
@@ -42,7 +44,7 @@ QUESTION = {
     "messages": [{"role": "user", "content": "What is the capital of France?"}],
     "max_tokens": 64,
 }
-FULL = {"requests_c1": 3000, "requests_c32": 8000, "rounds": 5, "memory_requests": 100_000}
+FULL = {"requests_c1": 3000, "requests_c32": 8000, "rounds": 9, "memory_requests": 100_000}
 QUICK = {"requests_c1": 500, "requests_c32": 2000, "rounds": 1, "memory_requests": 20_000}
 
 
@@ -87,8 +89,13 @@ def _loopback(args: argparse.Namespace) -> bool:
             else:
                 ratio = series[AFTER].pooled.rps / series[BEFORE].pooled.rps
                 passed = ratio >= RPS_RATIO and not failed
+                rounds = [
+                    after.rps / before.rps
+                    for after, before in zip(series[AFTER].runs, series[BEFORE].runs, strict=True)
+                ]
                 print(
-                    f"{ratio:.3f}x the baseline's req/s at c=32; target >= {RPS_RATIO}: "
+                    f"{ratio:.3f}x the baseline's req/s at c=32 (rounds: "
+                    f"{', '.join(f'{r:.3f}' for r in rounds)}); target >= {RPS_RATIO}: "
                     f"{'PASS' if passed else 'FAIL'}\n",
                     flush=True,
                 )
