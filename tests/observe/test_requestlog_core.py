@@ -145,3 +145,34 @@ async def test_usage_totals_add_up_per_day_and_model(storage: Storage, clock: Fa
     # Days past usage_days are dropped from the list.
     clock.advance(402 * DAY)
     assert await log.usage.read("ws_1") == []
+
+
+async def test_two_gateways_on_one_redis_write_one_log_and_one_usage(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Two instances' records of one workspace land in one log (no record lost or doubled,
+    pages in order of the writes) and their usage adds up in the same counters."""
+    from gateway_kit.storage.redis import RedisStorage
+
+    clock = FakeClock(START)
+    async with (
+        RedisStorage(redis_url, prefix=redis_prefix) as first,
+        RedisStorage(redis_url, prefix=redis_prefix) as second,
+    ):
+        logs = [RequestLog(s, RequestLogConfig(), clock=clock) for s in (first, second)]
+        for index in range(300):
+            logs[index % 2].add(made(index))
+        await logs[0].flush()
+        await logs[1].flush()
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await logs[0].page("ws_1", cursor=cursor, limit=70)
+            seen += [r["id"] for r in page.records]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(f"req_{i}" for i in range(300))
+        [row] = await logs[1].usage.read("ws_1")
+        assert row.totals["requests"] == 300
+        assert row.totals["cost_micro_usd"] == 300 * 1_500_000
