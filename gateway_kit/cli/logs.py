@@ -25,6 +25,7 @@ from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import decode
 from gateway_kit.observe.requestlog import RequestFilter, log_key
 from gateway_kit.observe.usage import METRICS
+from gateway_kit.storage import LogEntry
 
 __all__ = ["add_parser"]
 
@@ -98,17 +99,28 @@ async def _logs(gateway: Gateway, args: argparse.Namespace) -> None:
     last = newest[0].seq if newest else 0
     while True:
         await anyio.sleep(FOLLOW_INTERVAL_S)
-        fresh = []
-        for entry in await gateway.storage.log_page(key, limit=1000):
-            if entry.seq <= last:
-                break
-            fresh.append(entry)
+        fresh = await _since(gateway, key, last)
         if fresh:
             last = fresh[0].seq
         for entry in reversed(fresh):
             record = decode(entry.value)
             if where.matches(record):
                 show(record)
+
+
+async def _since(gateway: Gateway, key: str, last: int) -> list[LogEntry]:
+    """The log's entries after position ``last``, newest first (however many arrived)."""
+    fresh: list[LogEntry] = []
+    before = None
+    while True:
+        page = await gateway.storage.log_page(key, limit=1000, before=before)
+        for entry in page:
+            if entry.seq <= last:
+                return fresh
+            fresh.append(entry)
+        if len(page) < 1000:
+            return fresh
+        before = page[-1].seq
 
 
 def _printer(as_json: bool) -> Any:

@@ -111,3 +111,18 @@ def test_logs_follow_prints_requests_as_they_are_written(config_file: Path) -> N
     finally:
         follow.terminate()
         follow.wait(10)
+
+
+def test_follow_reads_every_entry_written_since_however_many() -> None:
+    from gateway_kit import GatewayConfig
+    from gateway_kit.cli.logs import _since
+
+    async def run() -> list[int]:
+        config = GatewayConfig.model_validate({"storage": {"url": "memory://"}})
+        async with Gateway(config, run_worker=False) as gateway:
+            values = [b"%d" % i for i in range(2500)]
+            await gateway.storage.log_extend("ws_1:requests", values, max_len=10_000)
+            return [entry.seq for entry in await _since(gateway, "ws_1:requests", 100)]
+
+    seqs = anyio.run(run)
+    assert seqs == list(range(2500, 100, -1))
