@@ -161,6 +161,7 @@ def demo_banner(config: GatewayConfig, host: str, port: int, demo: tuple[str | N
         return intro + (
             f"Demo workspace {DEMO_WORKSPACE}: its admin key ({prefix}...) was printed at the "
             f"first start.\nLost it? Make another: {new}\n"
+            f"Dashboard: {base}/dashboard\n"
         )
     return intro + (
         f"Demo workspace {DEMO_WORKSPACE}, admin API key (shown once: it is kept across "
@@ -173,4 +174,5 @@ def demo_banner(config: GatewayConfig, host: str, port: int, demo: tuple[str | N
         f'"content": "Hello"}}]}}\'\n'
         f"  GATEWAY_KIT_API_KEY={secret} gateway-kit status --base-url {base}\n"
         f'or with the openai SDK: OpenAI(base_url="{base}/v1", api_key="{secret}")\n'
+        f"Dashboard: {base}/dashboard (sign in with the key)\n"
     )
