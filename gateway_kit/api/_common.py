@@ -172,7 +172,9 @@ def micro_usd_field(value: Any, name: str, *, high: int, positive: bool = False)
 
 def limit_param(text: str, high: int) -> int:
     """A ``limit`` query parameter: an integer from 1 to ``high``, else a 400 naming it."""
-    if not text.isdigit() or not 1 <= int(text) <= high:
+    # ASCII digits only, and few of them: "²" is a digit to str.isdigit but not to int(), and
+    # int() refuses texts of thousands of digits.
+    if not (text.isascii() and text.isdigit() and len(text) <= 9) or not 1 <= int(text) <= high:
         raise ApiError(
             400,
             f"'limit' must be an integer from 1 to {high}.",

@@ -38,16 +38,16 @@ from gateway_kit.api._common import (
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.events import MAX_EVENTS
 from gateway_kit.observe.record import iso_ms
-from gateway_kit.observe.requestlog import RequestFilter
+from gateway_kit.observe.requestlog import DAY, STATUS, RequestFilter
 from gateway_kit.observe.usage import METRICS
 
 __all__ = ["READS", "recent_events", "request_page", "request_routes", "usage_report"]
 
 _MAX_LIMIT = 1000
-_STATUS = re.compile(r"^(?:[1-5][0-9][0-9]|[1-5]xx|error)$")
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-_CURSOR = re.compile(r"^[1-9][0-9]{0,18}$")
+#: Matched whole (``fullmatch``: a trailing newline is not let through), ASCII digits only.
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+#: A log position: at most 18 digits, so always within the storage's 64-bit range.
+_CURSOR = re.compile(r"[1-9][0-9]{0,17}")
 _DEFAULT_DAYS = 30
 
 
@@ -69,7 +69,7 @@ def _time(value: str | None, name: str) -> str | None:
 
 
 def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str) -> str | None:
-    if value is not None and not pattern.match(value):
+    if value is not None and not pattern.fullmatch(value):
         raise ApiError(400, f"'{name}' must be {what}.", code="invalid_value", param=name)
     return value
 
@@ -83,9 +83,7 @@ async def request_page(gateway: Gateway, workspace_id: str, request: Request) ->
         until=_time(query.get("until"), "until"),
         model=_matching(query.get("model"), _ID, "model", "a model name"),
         key_id=_matching(query.get("key_id"), _ID, "key_id", "a key id"),
-        status=_matching(
-            query.get("status"), _STATUS, "status", "a status code, 4xx, 5xx or error"
-        ),
+        status=_matching(query.get("status"), STATUS, "status", "a status code, 4xx, 5xx or error"),
     )
     cursor = _matching(query.get("cursor"), _CURSOR, "cursor", "a next_cursor of a page")
     page = await gateway.requests.page(workspace_id, where=where, cursor=cursor, limit=limit)
@@ -101,9 +99,9 @@ async def usage_report(gateway: Gateway, workspace_id: str, request: Request) ->
     """``GET .../usage``' answer."""
     query = _query(request, ("since", "until"))
     today = datetime.fromtimestamp(gateway.clock(), UTC).date()
-    until = _matching(query.get("until"), _DAY, "until", "a day, YYYY-MM-DD") or today.isoformat()
+    until = _matching(query.get("until"), DAY, "until", "a day, YYYY-MM-DD") or today.isoformat()
     default_since = (today - timedelta(days=_DEFAULT_DAYS - 1)).isoformat()
-    since = _matching(query.get("since"), _DAY, "since", "a day, YYYY-MM-DD") or default_since
+    since = _matching(query.get("since"), DAY, "since", "a day, YYYY-MM-DD") or default_since
     rows = await gateway.requests.usage.read(workspace_id, since=since, until=until)
     totals = dict.fromkeys(METRICS, 0)
     for row in rows:

@@ -21,7 +21,16 @@ from gateway_kit.bench._load import cpu_seconds, free_port, run_load, server_pro
 from gateway_kit.bench.routing import Series
 from gateway_kit.bench.routing import series_table as table
 
-__all__ = ["Server", "added", "bench_args", "interleaved", "pinning", "start_pair", "table"]
+__all__ = [
+    "Server",
+    "added",
+    "announced_rounds",
+    "bench_args",
+    "interleaved",
+    "pinning",
+    "start_pair",
+    "table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +128,28 @@ def interleaved(
                 continue
             done.runs.append(result)
             done.cpu_seconds += cpu_seconds(server.pid) - before
+    return series
+
+
+def announced_rounds(
+    servers: Sequence[Server],
+    requests: dict[str, bytes],
+    *,
+    count: int,
+    rounds: int,
+    warmup: int,
+    concurrency: int,
+) -> dict[str, Series]:
+    """``interleaved`` at ``concurrency``, saying what it runs first and printing the table."""
+    print(
+        f"At c={concurrency}: {rounds} interleaved rounds of {count} requests per target after "
+        "a warm-up",
+        flush=True,
+    )
+    series = interleaved(
+        servers, requests, requests=count, rounds=rounds, warmup=warmup, concurrency=concurrency
+    )
+    print(table(series), flush=True)
     return series
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 from gateway_kit.bench._load import build_request
-from gateway_kit.bench._pair import Server, bench_args, interleaved, start_pair, table
+from gateway_kit.bench._pair import Server, announced_rounds, bench_args, start_pair
 from gateway_kit.bench.proxy import PATH
 
 __all__ = ["main"]
@@ -278,20 +278,14 @@ def _loopback(args: argparse.Namespace) -> bool:
         requests = {s.name: _request(s) for s in servers}
         verdicts = []
         for concurrency, count in ((32, args.requests_c32), (1, args.requests_c1)):
-            print(
-                f"At c={concurrency}: {args.rounds} interleaved rounds of {count} requests per "
-                "target after a warm-up",
-                flush=True,
-            )
-            series = interleaved(
+            series = announced_rounds(
                 servers,
                 requests,
-                requests=count,
+                count=count,
                 rounds=args.rounds,
                 warmup=max(200, count // 4),
                 concurrency=concurrency,
             )
-            print(table(series), flush=True)
             if concurrency == 32:
                 ratio = series[ON].pooled.rps / series[OFF].pooled.rps
                 failed = series[ON].pooled.errors + series[OFF].pooled.errors

@@ -28,7 +28,7 @@ import anyio.lowlevel
 
 from gateway_kit.bench._baseline import worktree
 from gateway_kit.bench._load import build_request
-from gateway_kit.bench._pair import interleaved, start_pair, table
+from gateway_kit.bench._pair import announced_rounds, start_pair
 from gateway_kit.bench.proxy import PATH
 
 __all__ = ["main"]
@@ -61,20 +61,14 @@ def _loopback(args: argparse.Namespace) -> bool:
         requests = {s.name: build_request(PATH, body, s.headers) for s in servers}
         verdicts = []
         for concurrency, count in ((1, args.requests_c1), (32, args.requests_c32)):
-            print(
-                f"At c={concurrency}: {args.rounds} interleaved rounds of {count} requests per "
-                "target after a warm-up",
-                flush=True,
-            )
-            series = interleaved(
+            series = announced_rounds(
                 servers,
                 requests,
-                requests=count,
+                count=count,
                 rounds=args.rounds,
                 warmup=max(300, count // 5),
                 concurrency=concurrency,
             )
-            print(table(series), flush=True)
             failed = series[AFTER].pooled.errors + series[BEFORE].pooled.errors
             if concurrency == 1:
                 extra = series[AFTER].pooled.p50 - series[BEFORE].pooled.p50

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,14 +22,12 @@ from gateway_kit.cli._store import AddConfig, UsageError, add_common, printable,
 from gateway_kit.cost.money import usd_text
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import decode
-from gateway_kit.observe.requestlog import RequestFilter, log_key
+from gateway_kit.observe.requestlog import DAY, STATUS, RequestFilter, log_key
 from gateway_kit.observe.usage import METRICS
 from gateway_kit.storage import LogEntry
 
 __all__ = ["add_parser"]
 
-_STATUS = re.compile(r"^(?:[1-5][0-9][0-9]|[1-5]xx|error)$")
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: Seconds between two reads of the log with ``--follow``.
 FOLLOW_INTERVAL_S = 1.0
 
@@ -84,7 +81,7 @@ def line_of(record: dict[str, Any]) -> str:
 async def _logs(gateway: Gateway, args: argparse.Namespace) -> None:
     if not 1 <= args.limit <= 1000:
         raise UsageError(f"--limit: must be from 1 to 1000, got {args.limit}")
-    if args.status is not None and not _STATUS.match(args.status):
+    if args.status is not None and not STATUS.fullmatch(args.status):
         raise UsageError(f"--status: a code, 4xx, 5xx or error, not {args.status!r}")
     await require_workspace(gateway, args.workspace)
     where = RequestFilter(model=args.model, key_id=args.key, status=args.status)
@@ -132,7 +129,7 @@ def _printer(as_json: bool) -> Any:
 
 async def _usage(gateway: Gateway, args: argparse.Namespace) -> list[dict[str, Any]]:
     for option, value in (("--since", args.since), ("--until", args.until)):
-        if value is not None and not _DAY.match(value):
+        if value is not None and not DAY.fullmatch(value):
             raise UsageError(f"{option}: a day as YYYY-MM-DD, not {value!r}")
     await require_workspace(gateway, args.workspace)
     today = datetime.fromtimestamp(gateway.clock(), UTC).date()

@@ -18,6 +18,7 @@ and a cursor to go on from (``has_more``), never with a long wait.
 from __future__ import annotations
 
 import logging
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from gateway_kit.observe.record import RequestRecord, decode, iso_ms
 from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.storage import Storage
 
-__all__ = ["SCAN_LIMIT", "RequestFilter", "RequestLog", "RequestPage", "log_key"]
+__all__ = ["DAY", "SCAN_LIMIT", "STATUS", "RequestFilter", "RequestLog", "RequestPage", "log_key"]
 
 logger = logging.getLogger("gateway_kit.requests")
 
@@ -41,6 +42,12 @@ SCAN_LIMIT = 5000
 #: How far (seconds) records of several processes may be out of time order in the log: each
 #: writes its buffer when its own interval ends.
 _SLACK_S = 120.0
+
+
+#: What a status filter may be (matched whole): a code, a class (``4xx``) or ``error``.
+STATUS = re.compile(r"[1-5][0-9][0-9]|[1-5]xx|error")
+#: A usage day, ``YYYY-MM-DD`` in ASCII digits (matched whole).
+DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def log_key(workspace_id: str) -> str:
@@ -104,7 +111,6 @@ class RequestLog:
     ) -> None:
         self._storage = storage
         self._config = config
-        self._clock = clock
         self.usage = usage if usage is not None else UsageTotals(storage, config, clock=clock)
         #: (workspace id, stored record), oldest first: bytes, so that a second's records
         #: cost the garbage collector nothing.

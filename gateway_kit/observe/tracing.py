@@ -32,8 +32,6 @@ from gateway_kit.observe.record import RequestRecord
 
 __all__ = ["TracedStorage", "Tracing"]
 
-_OPERATION = {"chat": "chat", "embeddings": "embeddings"}
-
 
 class Tracing:
     """The gateway's tracer; ``enabled`` says whether there is anything to do at all."""
@@ -73,7 +71,7 @@ class Tracing:
         # Its status comes from the answer (``describe``), not from how the app returned: a
         # client that leaves cancels the request, which is not the gateway's error.
         return self._tracer.start_as_current_span(
-            _OPERATION.get(route, route),
+            route,  # the GenAI operation name: "chat" or "embeddings"
             kind=SpanKind.SERVER,
             record_exception=False,
             set_status_on_exception=False,
@@ -82,7 +80,7 @@ class Tracing:
     @staticmethod
     def describe(span: Any, record: RequestRecord) -> None:
         """Name the request's span after its model and set its attributes from its record."""
-        operation = _OPERATION.get(record.route, record.route)
+        operation = record.route
         if record.model:
             span.update_name(f"{operation} {record.model}")
         attributes: dict[str, Any] = {

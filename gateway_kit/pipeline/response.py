@@ -61,7 +61,8 @@ def error_code_of(body: bytes) -> str:
     if len(body) <= _ERROR_BODY_MAX:
         try:
             error = json.loads(body).get("error")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
+            # An upstream's error body is passed on as it came: any shape, any depth.
             error = None
         if isinstance(error, dict):
             code = error.get("code") or error.get("type")

@@ -213,6 +213,12 @@ async def test_pages_follow_their_cursor_and_filters_narrow_them() -> None:
         "cursor=abc",
         "color=blue",
         "limit=1&limit=2",
+        "cursor=9999999999999999999",  # past the storage's 64-bit positions
+        "limit=%C2%B2",  # a digit to str.isdigit, not to int()
+        "limit=" + "9" * 5000,  # more digits than int() reads
+        "status=4xx%0A",  # a trailing newline
+        "key_id=kid_1%0A",
+        "since=2026-11-01T00:00:00%ED%B3%BF%2B00:00",  # a lone surrogate
     ],
 )
 async def test_bad_queries_are_refused_in_the_openai_shape(query: str) -> None:
@@ -389,3 +395,28 @@ async def test_an_embeddings_request_is_recorded_on_its_route() -> None:
             200,
         )
         assert record["usage"]["input_tokens"] == 4
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["since=%EF%BC%92%EF%BC%90%EF%BC%92%EF%BC%96-11-01", "until=2026-11-01%0A", "limit=1"],
+)
+async def test_bad_usage_and_event_queries_are_refused_in_the_openai_shape(query: str) -> None:
+    async with provisioned("scale") as env:
+        route = "events" if query.startswith("limit") else "usage"
+        path = f"/api/v1/workspaces/{env.workspace_id}/{route}?{query}"
+        if route == "events":
+            path = path.replace("limit=1", "limit=" + "1" * 5000)
+        response = await env.recorder.request("GET", path, headers=env.auth())
+        assert response.status == 400
+        assert response.json()["error"]["code"] == "invalid_value"
+
+
+async def test_an_upstream_error_body_nested_too_deep_still_gets_a_record() -> None:
+    async with provisioned("scale", routing={"retries": 0}) as env:
+        env.upstream.status = 400
+        env.upstream.raw_body = b"[" * 50_000 + b"]" * 50_000
+        response = await env.chat()
+        assert response.status == 400  # passed on as the upstream said
+        [record] = (await records(env)).json()["data"]
+        assert (record["status"], record["error_code"]) == (400, "unknown")
