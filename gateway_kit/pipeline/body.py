@@ -113,7 +113,7 @@ def replace_json(scope: Scope, payload: dict[str, Any]) -> None:
     """
     ctx = get_context(scope)
     ctx.json = payload
-    ctx.body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    ctx.body = _ENCODER.encode(payload).encode()
     length = str(len(ctx.body)).encode()
     scope["headers"] = [(k, length if k == b"content-length" else v) for k, v in scope["headers"]]
 
@@ -152,7 +152,7 @@ def parse_json(raw: bytes) -> Any:
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte order mark, which RFC 8259 lets a parser ignore
     try:
-        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+        value = _DECODER.decode(text)
     except InvalidJSON:
         raise
     except RecursionError:
@@ -183,6 +183,12 @@ def _finite(literal: str) -> float:
     if not math.isfinite(value):
         raise InvalidJSON(f"it holds the number {literal[:40]}, past the range of a double")
     return value
+
+
+#: Made once: ``json.loads`` with these arguments makes a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_not_a_number, parse_float=_finite)
+#: The request's JSON, as ``replace_json`` writes it.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _inspect(value: Any, *, strings: bool) -> None:

@@ -16,6 +16,8 @@ from gateway_kit.layers.pii import (
     mask_text,
     restore_text,
 )
+from gateway_kit.layers.pii.detectors import _KEY_PREFIXES as KEY_PREFIXES
+from gateway_kit.layers.pii.detectors import _may_hold_a_key as may_hold_a_key
 from gateway_kit.layers.pii.detectors import iban_valid, luhn_valid
 
 DETECTORS = [BuiltinDetector(phone_region="US")]
@@ -40,6 +42,9 @@ def found(text: str, detectors: list[object] | None = None) -> list[tuple[str, s
         ("mobile: +44 20 7946 0958", "PHONE", "+44 20 7946 0958"),
         ("Tel. 0049 30 901820", "PHONE", "0049 30 901820"),
         ("+33 1 42 68 53 00 est le standard", "PHONE", "+33 1 42 68 53 00"),
+        # Not ASCII: the digits' runs are read with any script's digits.
+        ("Téléphone : +33 1 42 68 53 00", "PHONE", "+33 1 42 68 53 00"),
+        ("IBAN für Zahlung: DE89370400440532013000", "IBAN", "DE89370400440532013000"),
         ("card 4111 1111 1111 1111 exp 12/28", "CARD", "4111 1111 1111 1111"),
         ("Amex 3782-822463-10005", "CARD", "3782-822463-10005"),
         ("5555555555554444", "CARD", "5555555555554444"),
@@ -85,6 +90,13 @@ def test_each_kind_is_found_whole(text: str, kind: str, value: str) -> None:
 )
 def test_near_misses_are_left_alone(text: str) -> None:
     assert found(text) == []
+
+
+@pytest.mark.parametrize("prefix", KEY_PREFIXES)
+def test_every_key_prefix_lets_the_key_search_run(prefix: str) -> None:
+    # The check before the search is written out by hand (one search for one character is
+    # cheaper): it must pass on every prefix of the list.
+    assert may_hold_a_key(f"the token {prefix}xyz, then") is True
 
 
 def test_two_ibans_in_a_row_are_both_found() -> None:

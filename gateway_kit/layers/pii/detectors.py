@@ -27,8 +27,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from gateway_kit.config.pii import PII_KINDS
 
@@ -44,9 +43,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Span:
-    """``text[start:end]`` is a value of ``kind`` (upper case: ``EMAIL``, ``ACME_ID``)."""
+class Span(NamedTuple):
+    """``text[start:end]`` is a value of ``kind`` (upper case: ``EMAIL``, ``ACME_ID``). A named
+    tuple: a detector makes one per value found, and a tuple costs a fraction of a frozen
+    dataclass to make."""
 
     start: int
     end: int
@@ -91,14 +91,19 @@ _KEY_PREFIXES = (
     "sk-", "sk_", "rk_", "pk_", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
     "github_pat_", "AIza", "xox", "hf_", "gsk_", "gk_", "PRIVATE KEY",
 )  # fmt: skip
-#: A run of digits and the separators numbers are written with (the numeric kinds' candidates
-#: are found in those).
 _UNDERSCORED_PREFIXES = tuple(prefix for prefix in _KEY_PREFIXES if "_" in prefix)
-_OTHER_PREFIXES = tuple(prefix for prefix in _KEY_PREFIXES if "_" not in prefix)
-#: An e-mail address's local part, ending where its "@" is; its domain, from after the "@".
-_LOCAL = re.compile(r"[\w.%+-]{1,64}\Z")
+#: The others: "sk-", "xox", "PRIVATE KEY", and these (a regex with a literal first character
+#: finds the three in one search).
+_AWS_OR_GOOGLE = re.compile("A(?:KIA|SIA|Iza)")
+#: An e-mail address's local part read backwards from its "@" (on the reversed text before it:
+#: a search for where it starts would try every start); its domain, from after the "@".
+_LOCAL_REVERSED = re.compile(r"[\w.%+-]{1,64}")
 _DOMAIN = re.compile(r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-])")
+#: A run of digits and the separators numbers are written with (the numeric kinds' candidates
+#: are found in those). ``\d`` is any script's digit; a text of ASCII only (``str.isascii`` is
+#: free) is scanned for ASCII digits, which costs two thirds.
 _RUN = re.compile(r"\d[\d ().:/-]*\d")
+_RUN_ASCII = re.compile(r"[0-9][0-9 ().:/-]*[0-9]")
 _GROUP = re.compile(r"\d+")
 _NUMERIC_KINDS = frozenset({"PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS"})
 #: ``str.translate`` table deleting digits: what is left of a run is its separators.
@@ -200,57 +205,69 @@ class BuiltinDetector:
         self.kinds = frozenset(kinds)
         self.phone_region = phone_region.upper()
         self._phones = _phone_validator(self.phone_region) if "PHONE" in self.kinds else None
+        self._numeric_kinds = bool(self.kinds & _NUMERIC_KINDS)
+        self._iban = "IBAN" in self.kinds
+        self._card = "CARD" in self.kinds
+        self._ssn = "US_SSN" in self.kinds
+        self._ipv4 = "IP_ADDRESS" in self.kinds
 
-    def detect(self, text: str) -> Iterator[Span]:
+    def detect(self, text: str) -> list[Span]:
         kinds = self.kinds
+        spans: list[Span] = []
         # The structured kinds first: a key, a token or an e-mail address holds digits a
         # phone or card candidate would otherwise take (``resolve`` keeps the longest). Each
         # kind's regex runs only where a substring search (in C) says it may match.
         if "API_KEY" in kinds and _may_hold_a_key(text):
-            yield from _spans(_API_KEY, text, "API_KEY")
+            spans += _spans(_API_KEY, text, "API_KEY")
         if "JWT" in kinds and "eyJ" in text:
-            yield from _spans(_JWT, text, "JWT")
+            spans += _spans(_JWT, text, "JWT")
         if "EMAIL" in kinds and "@" in text:
-            yield from _emails(text)
+            spans += _emails(text)
         if "IP_ADDRESS" in kinds and ":" in text:
-            yield from _ipv6(text)
-        if kinds & _NUMERIC_KINDS:
+            spans += _ipv6(text)
+        if self._numeric_kinds:
             # The numeric kinds, from one pass over the runs of digits and separators: each
             # kind's regex then reads a run only (and the two characters before it: an
             # IBAN's country code, a phone number's "+" or "(").
-            for run in _RUN.finditer(text):
-                yield from self._numeric(text, run.start(), run.end())
+            numeric = self._numeric
+            for run in (_RUN_ASCII if text.isascii() else _RUN).finditer(text):
+                numeric(text, run.start(), run.end(), spans)
+        return spans
 
-    def _numeric(self, text: str, start: int, end: int) -> Iterator[Span]:
-        kinds, before = self.kinds, max(0, start - 2)
-        if "IBAN" in kinds and start >= 2 and text[start - 2 : start].isalpha():
-            yield from _ibans(text, start - 2)
-        # How many digits the run holds: a kind needing more is not looked for at all.
+    def _numeric(self, text: str, start: int, end: int, spans: list[Span]) -> None:
+        """The numeric kinds' values in the run ``text[start:end]``, added to ``spans``."""
+        if self._iban and start >= 2 and text[start - 2 : start].isalpha():
+            spans += _ibans(text, start - 2)
+        # How many digits the run holds: a kind needing more is not looked for at all (most
+        # runs are years, amounts and dates: they end here).
         run = text[start:end]
         digits = len(run) - len(run.translate(_DIGITS_AWAY))
-        if "CARD" in kinds and digits >= 13:
+        if digits < 4:
+            return
+        if self._card and digits >= 13:
             for match in _CARD.finditer(text, start, end):
                 card = _card_in(match.group())
                 if card is not None:
-                    yield Span(match.start() + card[0], match.start() + card[1], "CARD")
-        if "US_SSN" in kinds and end - start >= 11 and digits >= 9:
+                    spans.append(Span(match.start() + card[0], match.start() + card[1], "CARD"))
+        if self._ssn and end - start >= 11 and digits >= 9:
             for match in _SSN.finditer(text, start, end):
                 area, group, serial = match.group(1), match.group(3), match.group(4)
                 valid_area = area not in ("000", "666") and area[0] != "9"
                 if valid_area and group != "00" and serial != "0000":
-                    yield Span(match.start(), match.end(), "US_SSN")
-        if "IP_ADDRESS" in kinds and end - start >= 7 and text.find(".", start, end) >= 0:
-            yield from _ipv4(text, start, end)
-        if self._phones is not None and end - start >= 6:
-            for match in _PHONE.finditer(text, before, end):
+                    spans.append(Span(match.start(), match.end(), "US_SSN"))
+        if self._ipv4 and end - start >= 7 and "." in run:
+            spans += _ipv4(text, start, end)
+        phones = self._phones
+        if phones is not None and digits >= 7:
+            for match in _PHONE.finditer(text, max(0, start - 2), end):
                 candidate = match.group()
-                if not 7 <= sum(map(str.isdigit, candidate)) <= 15 or _DATE.match(candidate):
+                count = len(candidate) - len(candidate.translate(_DIGITS_AWAY))
+                if not 7 <= count <= 15 or _DATE.match(candidate) or not phones(candidate):
                     continue
-                if self._phones(candidate):
-                    at, stop = match.span()
-                    if candidate.startswith("(") and ")" not in candidate:
-                        at += 1
-                    yield Span(at, stop, "PHONE")
+                at, stop = match.span()
+                if candidate[0] == "(" and ")" not in candidate:
+                    at += 1
+                spans.append(Span(at, stop, "PHONE"))
 
 
 class PatternDetector:
@@ -276,10 +293,10 @@ def _emails(text: str) -> Iterator[Span]:
     backwards, the domain forwards; a regex scanning the whole text costs ten times more."""
     at = text.find("@")
     while at >= 0:
-        local = _LOCAL.search(text, max(0, at - 64), at)
+        local = _LOCAL_REVERSED.match(text[max(0, at - 64) : at][::-1])
         domain = _DOMAIN.match(text, at + 1) if local is not None else None
         if local is not None and domain is not None:
-            start = local.start()
+            start = at - local.end()
             # Not a URL's user (https://token@host) and not part of a longer word.
             if not text.endswith("://", 0, start) and (
                 start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "_.%+-")
@@ -292,10 +309,15 @@ def _emails(text: str) -> Iterator[Span]:
 
 def _may_hold_a_key(text: str) -> bool:
     """Whether one of the keys' prefixes is in ``text`` (most hold a "_": one search says
-    whether to look for them)."""
+    whether to look for them; a search for one character costs a tenth of one for three)."""
     if "_" in text and any(prefix in text for prefix in _UNDERSCORED_PREFIXES):
         return True
-    return any(prefix in text for prefix in _OTHER_PREFIXES)
+    return (
+        "sk-" in text
+        or "xox" in text
+        or "PRIVATE KEY" in text
+        or _AWS_OR_GOOGLE.search(text) is not None
+    )
 
 
 def _ibans(text: str, at: int) -> Iterator[Span]:
@@ -412,14 +434,16 @@ class _InternationalNumbers:
     """libphonenumber's ``is_valid_number`` for a number given as digits after the ``+``,
     with each region's patterns compiled once: the library looks each pattern up in its cache
     on every call, which made a number's check cost 15 us (and most of the 2 KB prompt's
-    masking). The same rules in the same order (``_number_type_helper`` and
-    ``_region_code_for_number_from_list``); a test holds it to the library on numbers of
-    every country code."""
+    masking). The same rules, a country code's regions tried in the same order
+    (``_number_type_helper`` and ``_region_code_for_number_from_list``); a test holds it to
+    the library on numbers of every country code."""
 
-    #: libphonenumber's attributes of a region's metadata, in the order it tries them.
+    #: A region's number types (libphonenumber's attributes of its metadata). The library
+    #: tries them in another order to name a number's type; a number is valid when it is of
+    #: any, so the types most numbers are of come first.
     _TYPES = (
-        "premium_rate", "toll_free", "shared_cost", "voip", "personal_number", "pager", "uan",
-        "voicemail", "fixed_line", "mobile",
+        "fixed_line", "mobile", "toll_free", "premium_rate", "shared_cost", "voip",
+        "personal_number", "pager", "uan", "voicemail",
     )  # fmt: skip
 
     def __init__(self, phonenumbers: Any) -> None:

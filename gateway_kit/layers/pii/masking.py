@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from gateway_kit.layers.pii.detectors import Detector, Span, resolve
@@ -57,10 +56,10 @@ class Vault:
         #: Placeholder -> the value it stands for.
         self.values: dict[str, str] = {}
         self._by_value: dict[tuple[str, str], str] = {}
-        self._next: Counter[str] = Counter()
+        self._next: dict[str, int] = {}
         self._reserved: set[str] = set()
         #: Values found, by kind (every occurrence).
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = {}
 
     def reserve(self, text: str) -> None:
         """Never issue a placeholder that ``text`` (the client's own) already holds."""
@@ -69,16 +68,18 @@ class Vault:
 
     def placeholder(self, kind: str, value: str) -> str:
         """The placeholder of ``value`` (the same for the same value of a kind)."""
-        self.counts[kind] += 1
+        self.counts[kind] = self.counts.get(kind, 0) + 1
         known = self._by_value.get((kind, value))
         if known is not None:
             return known
         if self._numbering is None:
+            number = self._next.get(kind, 0)
             while True:
-                self._next[kind] += 1
-                issued = f"<{kind}_{self._next[kind]}>"
+                number += 1
+                issued = f"<{kind}_{number}>"
                 if issued not in self._reserved:
                     break
+            self._next[kind] = number
         else:
             number = self._numbering(kind, value)
             issued = f"<{kind}_{number}>"
