@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from gateway_kit.config.observe import MetricsConfig
 from gateway_kit.exceptions import MissingExtraError, StorageError
-from gateway_kit.observe.record import RequestRecord
+from gateway_kit.observe.record import BATCH, RequestRecord
 
 __all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "Metrics", "decided_by"]
 
@@ -107,11 +107,26 @@ class Metrics:
         self._sources: dict[str, tuple[str, str, tuple[str, ...], _Read]] = {}
         #: Figures that take I/O to read (the storage's), read before each scrape.
         self._refreshers: list[Callable[[], Awaitable[None]]] = []
+        #: Requests finished and not counted yet (``observe``).
+        self._pending: list[RequestRecord] = []
 
     def _model(self, name: str | None) -> str:
         return name if name is not None and name in self._models else NO_LABEL
 
     def observe(self, record: RequestRecord) -> None:
+        """Count a finished request: in batches of ``BATCH`` (see ``record.BATCH``), and all
+        of them before a scrape."""
+        pending = self._pending
+        pending.append(record)
+        if len(pending) >= BATCH:
+            self._count()
+
+    def _count(self) -> None:
+        pending, self._pending = self._pending, []
+        for record in pending:
+            self._count_one(record)
+
+    def _count_one(self, record: RequestRecord) -> None:
         model = self._model(record.served_model or record.model)
         provider = record.provider if record.provider in self._providers else NO_LABEL
         labels: tuple[str, ...] = (
@@ -219,6 +234,7 @@ class Metrics:
             HistogramMetricFamily,
         )
 
+        self._count()
         request_labels = ["route", "model", "provider", "status", "decided_by"]
         if self._by_workspace:
             request_labels.append("workspace")

@@ -9,8 +9,8 @@ values), and nothing in a record is a key or a secret.
 
 ``layers.observe`` builds it from the request's context as the request ends, keeping
 references (the layers' verdicts as they are); the log stores it as a compact JSON array
-(``encode``, made when the log is written, off the request path) and the API shows it as an
-object (``decode``, ``to_dict``).
+(``encode``, made in batches of ``BATCH``) and the API shows it as an object (``decode``,
+``to_dict``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-__all__ = ["Decision", "RequestRecord", "Route", "decode", "iso_ms"]
+__all__ = ["BATCH", "Decision", "RequestRecord", "Route", "decode", "iso_ms"]
 
 Route = Literal["chat", "embeddings"]
+
+#: Records the log and the metrics take in at once: each holds the requests that end until it
+#: has this many (or is read), then handles them in one go. Handled one by one as each request
+#: ends, a record cost three to four times as much: after a request's work the code and data
+#: that handle it are no longer in the CPU's caches (measured at c=32: encoding a record took
+#: 16 us there against 5 us in a loop).
+BATCH = 64
 
 #: The stored form's version (its first element).
 _VERSION = 1

@@ -29,7 +29,7 @@ import anyio
 
 from gateway_kit.config.observe import RequestLogConfig
 from gateway_kit.exceptions import StorageError
-from gateway_kit.observe.record import RequestRecord, decode, iso_ms
+from gateway_kit.observe.record import BATCH, RequestRecord, decode, iso_ms
 from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.storage import Storage
 
@@ -112,6 +112,9 @@ class RequestLog:
         self._storage = storage
         self._config = config
         self.usage = usage if usage is not None else UsageTotals(storage, config, clock=clock)
+        #: Records of requests that just ended, taken in (encoded, counted) ``BATCH`` at a
+        #: time, and before each write.
+        self._fresh: list[RequestRecord] = []
         #: (workspace id, stored record), oldest first: bytes, so that a second's records
         #: cost the garbage collector nothing.
         self._pending: deque[tuple[str, bytes]] = deque()
@@ -123,26 +126,40 @@ class RequestLog:
     @property
     def pending(self) -> int:
         """Records collected and not written yet."""
-        return len(self._pending)
+        return len(self._pending) + len(self._fresh)
 
     def add(self, record: RequestRecord) -> None:
         """Keep a record of a request (written within ``flush_interval_s``) and count it in
         the usage totals. Records of requests no key authenticated belong to no workspace:
         they are not kept."""
-        workspace_id = record.workspace_id
-        if workspace_id is None or not self._config.enabled:
+        if record.workspace_id is None or not self._config.enabled:
             return
-        pending = self._pending
-        if len(pending) >= self._config.max_pending:
-            pending.popleft()
+        fresh = self._fresh
+        if len(self._pending) + len(fresh) >= self._config.max_pending:
+            if self._pending:
+                self._pending.popleft()
+            else:
+                del fresh[0]
             self.dropped += 1
-        pending.append((workspace_id, record.encode()))
-        self.usage.count(workspace_id, record)
+        fresh.append(record)
+        if len(fresh) >= BATCH:
+            self._take()
+
+    def _take(self) -> None:
+        """Encode the fresh records for the write, and count them in the usage totals."""
+        fresh, self._fresh = self._fresh, []
+        pending, usage = self._pending, self.usage
+        for record in fresh:
+            workspace_id = record.workspace_id
+            assert workspace_id is not None  # add keeps no other
+            pending.append((workspace_id, record.encode()))
+            usage.count(workspace_id, record)
 
     async def flush(self) -> int:
         """Write the records collected, and the usage totals; what could not be written is
         kept for the next flush. The number of records written."""
         written = 0
+        self._take()
         if self._pending:
             batch, self._pending = self._pending, deque()
             groups: dict[str, list[bytes]] = {}
