@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, ClassVar
 
 import anyio
@@ -154,19 +154,17 @@ class _InferenceEndpoint:
         return chain, [*routed.response.headers, *routed.headers()]
 
 
-async def _upstream(
-    ctx: RequestContext, operation: str, route: ModelRoute, call: Callable[[], Awaitable[Routed]]
+async def _traced(
+    ctx: RequestContext, operation: str, route: ModelRoute, call: Awaitable[Routed]
 ) -> Routed:
-    """The router's answer to ``call``; with tracing on, in the upstream call's span (GenAI
-    conventions: a client span ``{operation} {model}``), until the answer (a stream's first
-    event) arrived or every deployment failed."""
-    if ctx.tracing is None:
-        return await call()
+    """The router's answer (``call``) in the upstream call's span (GenAI conventions: a client
+    span ``{operation} {model}``), until the answer (a stream's first event) arrived or every
+    deployment failed. Without tracing the endpoint awaits the router directly."""
     attributes = {"gen_ai.operation.name": operation, "gen_ai.request.model": route.name}
     with ctx.tracing.span(
         f"{operation} {route.name}", kind="CLIENT", attributes=attributes
     ) as span:
-        routed = await call()
+        routed = await call
         _describe_upstream(span, routed)
         return routed
 
@@ -203,7 +201,11 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
         call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            routed = await _upstream(ctx, "chat", route, lambda: gateway.router.chat(route, call))
+            routed = await (
+                gateway.router.chat(route, call)
+                if ctx.tracing is None
+                else _traced(ctx, "chat", route, gateway.router.chat(route, call))
+            )
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started
             await self._unrouted(ctx, failed, send)
@@ -270,8 +272,10 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
         call = EmbeddingsCall(payload, body, request_id=ctx.request_id)
         started = time.perf_counter()
         try:
-            routed = await _upstream(
-                ctx, "embeddings", route, lambda: gateway.router.embeddings(route, call)
+            routed = await (
+                gateway.router.embeddings(route, call)
+                if ctx.tracing is None
+                else _traced(ctx, "embeddings", route, gateway.router.embeddings(route, call))
             )
         except RoutingFailed as failed:
             ctx.timings["upstream"] = time.perf_counter() - started

@@ -43,12 +43,19 @@ class ObserveMiddleware:
             return
         ctx, send, owner = enter(scope, send)
         tracing = self.gateway.tracing
-        if not tracing.enabled:
-            await self._observed(ctx, owner, scope, receive, send)
+        if tracing.enabled:
+            with tracing.request_span(self.route) as span:
+                ctx.tracing = tracing
+                await self._observed(ctx, owner, scope, receive, send, span)
             return
-        with tracing.request_span(self.route) as span:
-            ctx.tracing = tracing
-            await self._observed(ctx, owner, scope, receive, send, span=span)
+        # Without spans the request runs here, not one coroutine further in: this runs on
+        # every request.
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if owner:
+                await finish(ctx)
+            self._record(ctx, None)
 
     async def _observed(
         self,
@@ -57,23 +64,24 @@ class ObserveMiddleware:
         scope: Scope,
         receive: Receive,
         send: Send,
-        *,
-        span: Any = None,
+        span: Any,
     ) -> None:
-        gateway = self.gateway
-        observer = gateway.observer
         try:
             await self.app(scope, receive, send)
         finally:
             if owner:
                 await finish(ctx)
-            try:
-                record = record_of(ctx, self.route, now=gateway.clock(), ended=time.perf_counter())
-                observer.request_done(record)
-                if span is not None:
-                    gateway.tracing.describe(span, record)
-            except Exception:
-                logger.exception("request %s could not be recorded", ctx.request_id)
+            self._record(ctx, span)
+
+    def _record(self, ctx: RequestContext, span: Any) -> None:
+        gateway = self.gateway
+        try:
+            record = record_of(ctx, self.route, now=gateway.clock(), ended=time.perf_counter())
+            gateway.observer.request_done(record)
+            if span is not None:
+                gateway.tracing.describe(span, record)
+        except Exception:
+            logger.exception("request %s could not be recorded", ctx.request_id)
 
 
 def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) -> RequestRecord:
@@ -111,30 +119,31 @@ def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) ->
     upstream = ctx.timings.get("upstream")
     first_byte = ctx.first_byte_at
     stream = payload is not None and payload.get("stream") is True
+    # Positionally, in the fields' order: keywords cost three times as much to pass.
     return RequestRecord(
-        request_id=ctx.request_id,
-        at=now - total,
-        route=route,
-        workspace_id=principal.workspace_id if principal is not None else None,
-        key_id=principal.key_id if principal is not None else None,
-        model=requested[:256] if isinstance(requested, str) else None,
-        served_model=served_model,
-        provider=provider,
-        status=ctx.status,
-        error_code=ctx.error_code,
-        stream=stream,
-        completed=ctx.responded,
-        input_tokens=tokens[0],
-        cached_tokens=tokens[1],
-        output_tokens=tokens[2],
-        reasoning_tokens=tokens[3],
-        usage_estimated=estimated,
-        cost_micro_usd=cost_micro_usd,
-        savings_micro_usd=savings,
-        total_ms=total * 1000,
-        upstream_ms=None if upstream is None else upstream * 1000,
-        ttft_ms=(first_byte - ctx.started_at) * 1000 if stream and first_byte else None,
-        verdicts=verdicts,
-        fallbacks=tuple(fallbacks),
-        retries=retries,
+        ctx.request_id,
+        now - total,
+        route,
+        principal.workspace_id if principal is not None else None,
+        principal.key_id if principal is not None else None,
+        requested[:256] if isinstance(requested, str) else None,
+        served_model,
+        provider,
+        ctx.status,
+        ctx.error_code,
+        stream,
+        ctx.responded,
+        tokens[0],
+        tokens[1],
+        tokens[2],
+        tokens[3],
+        estimated,
+        cost_micro_usd,
+        savings,
+        total * 1000,
+        None if upstream is None else upstream * 1000,
+        (first_byte - ctx.started_at) * 1000 if stream and first_byte else None,
+        verdicts,
+        tuple(fallbacks),
+        retries,
     )
