@@ -183,11 +183,6 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
                 if getattr(args, "metrics", False)
                 else {}
             ),
-            **(
-                {"request_log": {"enabled": False}}
-                if getattr(args, "no_request_log", False)
-                else {}
-            ),
             "default_plan": "bench",
         }
     )
@@ -262,7 +257,6 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pii", action="store_true", help=hidden)
     parser.add_argument("--cache", action="store_true", help=hidden)
     parser.add_argument("--metrics", action="store_true", help=hidden)
-    parser.add_argument("--no-request-log", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------
