@@ -136,10 +136,9 @@ class RequestLog:
             return
         fresh = self._fresh
         if len(self._pending) + len(fresh) >= self._config.max_pending:
-            if self._pending:
-                self._pending.popleft()
-            else:
-                del fresh[0]
+            # The oldest record is an encoded one: max_pending (1,000 at least) is far above
+            # the BATCH fresh ones at most.
+            self._pending.popleft()
             self.dropped += 1
         fresh.append(record)
         if len(fresh) >= BATCH:
