@@ -43,19 +43,12 @@ class ObserveMiddleware:
             return
         ctx, send, owner = enter(scope, send)
         tracing = self.gateway.tracing
-        if tracing.enabled:
-            with tracing.request_span(self.route) as span:
-                ctx.tracing = tracing
-                await self._observed(ctx, owner, scope, receive, send, span)
+        if not tracing.enabled:
+            await self._observed(ctx, owner, scope, receive, send, None)
             return
-        # Without spans the request runs here, not one coroutine further in: this runs on
-        # every request.
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            if owner:
-                await finish(ctx)
-            self._record(ctx, None)
+        with tracing.request_span(self.route) as span:
+            ctx.tracing = tracing
+            await self._observed(ctx, owner, scope, receive, send, span)
 
     async def _observed(
         self,
@@ -71,17 +64,15 @@ class ObserveMiddleware:
         finally:
             if owner:
                 await finish(ctx)
-            self._record(ctx, span)
-
-    def _record(self, ctx: RequestContext, span: Any) -> None:
-        gateway = self.gateway
-        try:
-            record = record_of(ctx, self.route, now=gateway.clock(), ended=time.perf_counter())
-            gateway.observer.request_done(record)
-            if span is not None:
-                gateway.tracing.describe(span, record)
-        except Exception:
-            logger.exception("request %s could not be recorded", ctx.request_id)
+            gateway = self.gateway
+            try:
+                now, ended = gateway.clock(), time.perf_counter()
+                record = record_of(ctx, self.route, now=now, ended=ended)
+                gateway.observer.request_done(record)
+                if span is not None:
+                    gateway.tracing.describe(span, record)
+            except Exception:
+                logger.exception("request %s could not be recorded", ctx.request_id)
 
 
 def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) -> RequestRecord:

@@ -105,8 +105,9 @@ class Metrics:
         #: Figures read when scraped, by name: (counter or gauge, help, label names, a
         #: function of no arguments giving ``{label values: value}``).
         self._sources: dict[str, tuple[str, str, tuple[str, ...], _Read]] = {}
-        #: Figures that take I/O to read (the storage's), read before each scrape.
-        self._refreshers: list[Callable[[], Awaitable[None]]] = []
+        #: Figures that take I/O to read (the storage's), read before each scrape, by name:
+        #: the metrics outlive a gateway's restarts, and each start registers its own.
+        self._refreshers: dict[str, Callable[[], Awaitable[None]]] = {}
         #: Requests finished and not counted yet (``observe``).
         self._pending: list[RequestRecord] = []
 
@@ -203,12 +204,12 @@ class Metrics:
             latest.clear()
             latest.update(fresh)
 
-        self._refreshers.append(refresh)
+        self._refreshers[name] = refresh
         self.read_at_scrape(name, kind, help_text, labels, lambda: latest)
 
     async def refresh(self) -> None:
         """Read the figures that take I/O (``/metrics`` calls it before building the page)."""
-        for refresh in self._refreshers:
+        for refresh in self._refreshers.values():
             await refresh()
 
     # -- exposition --------------------------------------------------------------------------

@@ -181,3 +181,23 @@ async def test_a_storage_failure_is_counted() -> None:
     found = samples(metrics.exposition()[0].decode())
     assert total(found, "gateway_errors_total") == before + 1
     assert total(found, "gateway_x") == 0
+
+
+async def test_a_restarted_gateway_reads_its_figures_once_not_once_per_start() -> None:
+    # The metrics outlive a gateway's restarts; each start registers its reads again. Only
+    # the latest of a name is read: an earlier one would read a closed storage, every scrape.
+    metrics = Metrics(GatewayConfig().metrics)
+    reads: list[str] = []
+
+    def reader(start: str, value: float) -> Any:
+        async def read() -> dict[Any, float]:
+            reads.append(start)
+            return {(): value}
+
+        return read
+
+    metrics.read_before_scrape("gateway_queue", "gauge", "q", (), reader("first", 1))
+    metrics.read_before_scrape("gateway_queue", "gauge", "q", (), reader("second", 2))
+    await metrics.refresh()
+    assert reads == ["second"]
+    assert total(samples(metrics.exposition()[0].decode()), "gateway_queue") == 2
