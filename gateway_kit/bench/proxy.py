@@ -142,6 +142,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     """The configuration of the ``--serve gateway`` role (see ``_gateway_app``)."""
     from gateway_kit import GatewayConfig
 
+    # --no-auth: Auth and Limits off even with --key-file (the key is made and sent, unread).
+    keyed = bool(args.key_file) and not getattr(args, "no_auth", False)
     return GatewayConfig.model_validate(
         {
             "providers": [
@@ -159,8 +161,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
                 }
             ],
             "storage": {"url": args.storage, "redis_prefix": args.redis_prefix},
-            "auth": {"mode": "enforce" if args.key_file else "off"},
-            "limits": {"mode": "enforce" if args.key_file else "off"},
+            "auth": {"mode": "enforce" if keyed else "off"},
+            "limits": {"mode": "enforce" if keyed else "off"},
             # Limits far above the load: every request pays the checks, none is refused.
             "plans": {
                 "bench": {
@@ -190,7 +192,8 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
 
 def _gateway_app(args: argparse.Namespace) -> Any:
     """gateway-kit on the mock upstream. With ``--key-file`` Auth and Limits are on: the
-    process makes a workspace and key at start-up and writes the key there for the load. With
+    process makes a workspace and key at start-up and writes the key there for the load
+    (``--no-auth`` keeps them off all the same: the key is sent and not read). With
     ``--budget`` the model is priced and the plan has a cap far above the load, so Budget
     reserves and settles every request; without it, Budget is off. With ``--guardian`` (and
     Auth on) Guardian evaluates every rule on every request, refusing none; without it, it is
@@ -257,6 +260,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pii", action="store_true", help=hidden)
     parser.add_argument("--cache", action="store_true", help=hidden)
     parser.add_argument("--metrics", action="store_true", help=hidden)
+    parser.add_argument("--no-auth", action="store_true", help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------

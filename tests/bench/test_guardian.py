@@ -102,6 +102,12 @@ def test_guardian_is_off_unless_asked_for() -> None:
     assert _config("--budget").guardian.mode == "off"
 
 
+def test_no_auth_keeps_auth_and_limits_off_though_a_key_is_made() -> None:
+    assert (_config().auth.mode, _config().limits.mode) == ("enforce", "enforce")
+    config = _config("--cache", "--no-auth")
+    assert (config.auth.mode, config.limits.mode, config.cache.mode) == ("off", "off", "enforce")
+
+
 def test_the_guardian_flag_turns_every_rule_on_far_above_the_load() -> None:
     config = _config("--guardian")
     assert (config.auth.mode, config.limits.mode, config.guardian.mode) == ("enforce",) * 3
