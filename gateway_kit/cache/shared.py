@@ -12,13 +12,20 @@ Layout, every key in the scope's partition (a workspace's, or ``shared``):
 - ``<scope>:cache:v:<partition>``: a map of one partition's prompts, digest -> JSON of the
   vector (base64 float16: about 700 bytes for 256 dimensions), the masked text and the model;
   at most ``per_partition`` (trimmed every 16 additions a process makes);
-- ``<scope>:cache:vv:<partition>``: the partition's version, moved by every change: a process
-  reads a partition's prompts again only when it moved, so a semantic lookup of an unchanged
-  partition is one ``get``;
+- ``<scope>:cache:vl:<partition>``: the partition's changes, a capped log (the last 256):
+  ``+<digest> <record>`` (a prompt added, its record with it), ``-<digest>`` (one removed),
+  ``*`` (the partition purged). A process that mirrors the partition reads only the changes
+  after those it has seen, a page of the log at a time, and the whole map only the first
+  time, after a purge, when it fell more than the log holds behind, and (when it changed)
+  once a minute;
+- ``<scope>:cache:vv:<partition>``: the partition's version, moved after each change is
+  logged: a semantic lookup of a partition unchanged since this process last looked is one
+  ``get``;
 - ``<scope>:cache:parts``: the scope's partitions, for purges;
 - ``gk:cache:scopes``: every scope with answers, for a purge of everything.
 
-A lookup is one ``get`` (and one ``map_items`` for a semantic one). Bounds: each answer
+A lookup is one ``get`` (a semantic one: one ``get`` more, and a page of the change log when
+the partition changed). Bounds: each answer
 (``max_entry_bytes``), each scope's answers in number and bytes (checked as above, so a scope
 may run over by what 64 additions bring between two checks); memory as a whole is also the
 store's to bound (Redis's ``maxmemory``, with an eviction policy such as ``allkeys-lru``).
@@ -31,13 +38,14 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gateway_kit.cache.answer import CachedAnswer
 from gateway_kit.cache.embedders import Vector
 from gateway_kit.cache.index import IndexEntry, Match, best_matches
 from gateway_kit.cache.store import CacheKey, StoreFigures
-from gateway_kit.storage import Storage
+from gateway_kit.storage import LogEntry, Storage
 
 __all__ = [
     "SCOPES_KEY",
@@ -56,6 +64,15 @@ _PRUNE_EVERY = 64
 _TRIM_EVERY = 16
 #: Partitions a process mirrors, the least recently searched dropped first.
 _MIRRORED = 1000
+#: Changes a partition's log keeps, and how many are read at a time.
+_CHANGES = 256
+_PAGE = 32
+#: A purge in a partition's change log: read it whole again.
+_PURGED = b"*"
+#: A changed partition's mirror is read whole again after this long, whatever its log says:
+#: what a change the log does not hold (an evicted key, a writer of an earlier version) left
+#: out lasts no longer.
+_REREAD_S = 60.0
 
 
 class StorageCacheStore:
@@ -137,45 +154,77 @@ class StorageCacheStore:
         return StoreFigures(len(items), size, self.max_entries, self.max_bytes, 0)
 
 
+@dataclass(slots=True)
+class _Mirror:
+    """What this process knows of one partition: the version and the change log's position it
+    is up to date with, its entries by digest, and their vectors stacked (made on demand)."""
+
+    version: bytes | None
+    seq: int
+    entries: dict[str, IndexEntry]
+    #: When the whole partition was last read (monotonic seconds).
+    read_at: float
+    listed: list[IndexEntry] | None = None
+    matrix: Any = None
+
+
 class StorageVectorIndex:
     """The semantic cache's index in the storage, with a mirror of the partitions this process
-    searched: a partition's version (``<scope>:cache:vv:<partition>``, moved by every change
-    of it) is read on each search, and its prompts only when it moved, so a search of an
-    unchanged partition costs one ``get``, whatever its size."""
+    searched. A partition's version (``<scope>:cache:vv:<partition>``, moved after every
+    change) is read on each search: unchanged, the mirror answers (one ``get``, whatever the
+    partition's size); moved, the changes since are read from the partition's change log (its
+    newest page, usually one) and applied; the whole partition is read only the first time,
+    after a purge, when more changed than the log tells, and (when it changed) once a minute."""
 
-    def __init__(self, storage: Storage, *, per_partition: int, mirrored: int = _MIRRORED) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        per_partition: int,
+        mirrored: int = _MIRRORED,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         import numpy
 
         self._np = numpy
         self._storage = storage
+        self._clock = clock
         self.per_partition = per_partition
         self._mirrored = mirrored
-        #: (scope, partition) -> (its version when read, its entries, their vectors stacked).
-        self._mirror: OrderedDict[tuple[str, str], tuple[bytes | None, list[IndexEntry], Any]]
-        self._mirror = OrderedDict()
+        self._mirror: OrderedDict[tuple[str, str], _Mirror] = OrderedDict()
         self._added = 0
 
     async def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
         storage = self._storage
         # float16: half the bytes a partition's read takes, similarities within about 1e-3.
         vector = self._np.asarray(entry.vector, dtype=self._np.float16)
-        record = {
-            "v": base64.b64encode(vector.tobytes()).decode(),
-            "t": entry.text,
-            "m": entry.key.model,
-            "at": time.time(),
-        }
-        key = _vectors_key(scope, partition)
-        await storage.map_set(key, entry.key.digest, json.dumps(record).encode())
+        record = json.dumps(
+            {
+                "v": base64.b64encode(vector.tobytes()).decode(),
+                "t": entry.text,
+                "m": entry.key.model,
+                "at": time.time(),
+            }
+        ).encode()
+        key, digest = _vectors_key(scope, partition), entry.key.digest
+        await storage.map_set(key, digest, record)
         await storage.map_set(f"{scope}:cache:parts", partition, entry.key.model.encode())
+        changes = [b"+" + digest.encode() + b" " + record]
         self._added += 1
         if self._added % _TRIM_EVERY == 0:
             items = await storage.map_items(key)
             if len(items) > self.per_partition:
-                ages = sorted((json.loads(raw)["at"], digest) for digest, raw in items.items())
-                for _, digest in ages[: len(items) - self.per_partition]:
-                    await storage.map_delete(key, digest)
-        await storage.incr(_version_key(scope, partition), 1)
+                ages = sorted((json.loads(raw)["at"], name) for name, raw in items.items())
+                for _, name in ages[: len(items) - self.per_partition]:
+                    await storage.map_delete(key, name)
+                    changes.append(b"-" + name.encode())
+        await self._changed(scope, partition, changes)
+
+    async def _changed(self, scope: str, partition: str, changes: list[bytes]) -> None:
+        """Log ``changes`` (after the map holds them), then move the version: a reader that
+        sees the new version finds them in the log."""
+        await self._storage.log_extend(_changes_key(scope, partition), changes, max_len=_CHANGES)
+        await self._storage.incr(_version_key(scope, partition), 1)
 
     async def search(
         self, scope: str, partition: str, vector: Vector, *, threshold: float, limit: int = 5
@@ -183,33 +232,74 @@ class StorageVectorIndex:
         where = (scope, partition)
         version = await self._storage.get(_version_key(scope, partition))
         known = self._mirror.get(where)
-        if known is not None and version is not None and known[0] == version:
-            self._mirror.move_to_end(where)
-            _, entries, matrix = known
-        else:
-            entries = await self._read(scope, partition)
-            matrix = self._np.stack([e.vector for e in entries]) if entries else None
-            self._mirror[where] = (version, entries, matrix)
-            self._mirror.move_to_end(where)
+        if known is None or known.version != version:
+            known = await self._update(scope, partition, version, known)
+            self._mirror[where] = known
             while len(self._mirror) > self._mirrored:
                 self._mirror.popitem(last=False)
-        if not entries:
+        self._mirror.move_to_end(where)
+        if not known.entries:
             return [], None
-        return best_matches(self._np, matrix, entries, vector, threshold, limit)
+        if known.listed is None:
+            known.listed = list(known.entries.values())
+            known.matrix = self._np.stack([e.vector for e in known.listed])
+        return best_matches(self._np, known.matrix, known.listed, vector, threshold, limit)
 
-    async def _read(self, scope: str, partition: str) -> list[IndexEntry]:
+    async def _update(
+        self, scope: str, partition: str, version: bytes | None, known: _Mirror | None
+    ) -> _Mirror:
+        """The mirror brought up to ``version``: the changes since, or the whole partition."""
+        log = _changes_key(scope, partition)
+        if known is not None and self._clock() - known.read_at < _REREAD_S:
+            newer = await self._changes_since(log, known.seq)
+            if newer is not None and all(change.value != _PURGED for change in newer):
+                for change in reversed(newer):  # oldest first
+                    self._apply(scope, known.entries, change.value)
+                if newer:
+                    known.seq, known.listed, known.matrix = newer[0].seq, None, None
+                # No change newer than those seen: they were read with the previous version.
+                known.version = version
+                return known
+        # The log's position first, then the map: a change made in between is read again
+        # from the log next time (applying one twice changes nothing).
+        newest = await self._storage.log_page(log, limit=1)
         items = await self._storage.map_items(_vectors_key(scope, partition))
-        entries: list[IndexEntry] = []
-        for digest, raw in items.items():
-            record: dict[str, Any] = json.loads(raw)
-            raw16 = base64.b64decode(record["v"])
-            stored = self._np.frombuffer(raw16, dtype=self._np.float16).astype(self._np.float32)
-            entries.append(IndexEntry(stored, record["t"], CacheKey(scope, record["m"], digest)))
-        return entries
+        entries = {digest: self._entry(scope, digest, raw) for digest, raw in items.items()}
+        return _Mirror(version, newest[0].seq if newest else 0, entries, self._clock())
+
+    async def _changes_since(self, log: str, seq: int) -> list[LogEntry] | None:
+        """The changes after position ``seq``, newest first; ``None`` when the log cannot
+        tell them all (it holds none, restarted, no longer reaches back to ``seq``) or they
+        are many (the whole partition is read instead)."""
+        newer: list[LogEntry] = []
+        before: int | None = None
+        while True:
+            page = await self._storage.log_page(log, limit=_PAGE, before=before)
+            if not page or (before is None and page[0].seq < seq):
+                return None
+            newer += [change for change in page if change.seq > seq]
+            if page[-1].seq <= seq + 1:
+                return newer
+            if len(newer) >= _CHANGES // 2:
+                return None
+            before = page[-1].seq
+
+    def _apply(self, scope: str, entries: dict[str, IndexEntry], change: bytes) -> None:
+        if change.startswith(b"+"):
+            digest, _, raw = change[1:].partition(b" ")
+            entries[digest.decode()] = self._entry(scope, digest.decode(), raw)
+        else:
+            entries.pop(change[1:].decode(), None)
+
+    def _entry(self, scope: str, digest: str, raw: bytes) -> IndexEntry:
+        record: dict[str, Any] = json.loads(raw)
+        raw16 = base64.b64decode(record["v"])
+        stored = self._np.frombuffer(raw16, dtype=self._np.float16).astype(self._np.float32)
+        return IndexEntry(stored, record["t"], CacheKey(scope, record["m"], digest))
 
     async def forget(self, scope: str, partition: str, key: CacheKey) -> None:
         await self._storage.map_delete(_vectors_key(scope, partition), key.digest)
-        await self._storage.incr(_version_key(scope, partition), 1)
+        await self._changed(scope, partition, [b"-" + key.digest.encode()])
 
     async def purge(self, scope: str | None = None, model: str | None = None) -> int:
         if scope is None:
@@ -222,7 +312,7 @@ class StorageVectorIndex:
                 continue
             await storage.delete(_vectors_key(scope, partition))
             await storage.map_delete(parts, partition)
-            await storage.incr(_version_key(scope, partition), 1)
+            await self._changed(scope, partition, [_PURGED])
             dropped += 1
         return dropped
 
@@ -250,3 +340,7 @@ def _vectors_key(scope: str, partition: str) -> str:
 
 def _version_key(scope: str, partition: str) -> str:
     return f"{scope}:cache:vv:{partition}"
+
+
+def _changes_key(scope: str, partition: str) -> str:
+    return f"{scope}:cache:vl:{partition}"
