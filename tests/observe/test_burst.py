@@ -36,8 +36,11 @@ async def upstream(request: httpx.Request) -> httpx.Response:
     if body.get("stream"):
         usage_event = b"data: " + json.dumps({"choices": [], "usage": USAGE}).encode() + b"\n\n"
         parts = [chunk(role="assistant"), chunk("a"), chunk("b"), chunk(finish="stop")]
+        # The streams clients leave last well past the 0.1 s after which the gateway watches
+        # for a client gone (``CancelOnDisconnect``): each is seen cut, whatever the timing.
+        pause = 0.06 if text.startswith("leave") else 0.01
         stream = ScriptedStream(
-            [*parts, usage_event, DONE], before_each=lambda _: anyio.sleep(0.01)
+            [*parts, usage_event, DONE], before_each=lambda _: anyio.sleep(pause)
         )
         return httpx.Response(200, headers=SSE, stream=stream)
     return httpx.Response(200, json={**COMPLETION, "usage": USAGE})
@@ -72,6 +75,7 @@ async def test_a_burst_of_mixed_requests_leaves_exactly_its_records() -> None:
     clock = FakeClock(1_795_000_000.0)
     client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
     seen: Counter[tuple[str, int]] = Counter()
+    left = 0  # streams answered 200 that their client left
     async with (
         MemoryStorage(clock=clock, max_keys=1_000_000) as storage,
         Gateway(config(), storage=storage, http_client=client, clock=clock) as gateway,
@@ -88,7 +92,7 @@ async def test_a_burst_of_mixed_requests_leaves_exactly_its_records() -> None:
             plan = "capped" if index % 2 else "bursty"
             workspace_id, key = workspaces[plan]
             kind = index % 5
-            text = "fail" if kind == 0 else f"question {index}"
+            text = {0: "fail", 1: f"leave {index}"}.get(kind, f"question {index}")
             payload: dict[str, Any] = {
                 "model": "gpt-fake",
                 "messages": [{"role": "user", "content": text}],
@@ -104,6 +108,9 @@ async def test_a_burst_of_mixed_requests_leaves_exactly_its_records() -> None:
                     disconnect_after=1 if kind == 1 else None,  # the client leaves
                 )
             seen[(workspace_id, response.start["status"])] += 1
+            if kind == 1 and response.start["status"] == 200:
+                nonlocal left
+                left += 1
 
         async with anyio.create_task_group() as tasks:
             for index in range(REQUESTS):
@@ -128,7 +135,8 @@ async def test_a_burst_of_mixed_requests_leaves_exactly_its_records() -> None:
         assert sum(logged.values()) == REQUESTS
         assert logged == seen
         cut = [r for r in every if r["stream"] and r["status"] == 200 and not r["completed"]]
-        assert cut  # the streams the clients left
+        assert cut  # the streams the clients left, each seen cut
+        assert len(cut) == left
         assert all(r["cost_micro_usd"] for r in cut)  # each still has a cost (estimated)
 
         metrics = (await recorder.request("GET", "/metrics")).body.decode()
