@@ -20,7 +20,14 @@ def _say(value: Any) -> None:
     print(json.dumps(value), flush=True)
 
 
-async def _incr(storage: Storage, key: str, count: int, limit: int, start_at: float) -> None:
+async def _together() -> None:
+    """Say ready, then wait for the test's go (a line on stdin): the processes start their
+    work together however long each took to start (a busy machine can take seconds)."""
+    _say("ready")
+    await anyio.to_thread.run_sync(sys.stdin.readline)
+
+
+async def _incr(storage: Storage, key: str, count: int, limit: int) -> None:
     allowed = 0
 
     async def one() -> None:
@@ -28,15 +35,16 @@ async def _incr(storage: Storage, key: str, count: int, limit: int, start_at: fl
         ok = (await storage.incr(key, 1, limit=limit)).allowed  # awaited before the +=
         allowed += ok
 
-    await anyio.sleep(max(0.0, start_at - time.time()))  # both processes start together
+    await _together()
     async with anyio.create_task_group() as tg:
         for _ in range(count):
             tg.start_soon(one)
     _say(allowed)
 
 
-async def _drain(storage: Storage, queue: str, start_at: float) -> None:
-    await anyio.sleep(max(0.0, start_at - time.time()))
+async def _drain(storage: Storage, queue: str) -> None:
+    await storage.get("ws_0:probe")  # connected before the go: both are claiming at once
+    await _together()
     mine = []
     while claimed := await storage.claim(queue, limit=1, lease=60):
         mine.append(claimed[0].item_id)
@@ -87,9 +95,9 @@ async def main(argv: list[str]) -> None:
     a = ns.args
     async with storage_from_url(ns.url, **options) as storage:
         if ns.command == "incr":
-            await _incr(storage, a[0], int(a[1]), int(a[2]), float(a[3]))
+            await _incr(storage, a[0], int(a[1]), int(a[2]))
         elif ns.command == "drain":
-            await _drain(storage, a[0], float(a[1]))
+            await _drain(storage, a[0])
         elif ns.command == "fill":
             await _fill_and_hang(storage, a[0], int(a[1]), a[2], int(a[3]))
         elif ns.command == "hold":

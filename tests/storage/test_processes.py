@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,9 +60,27 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def start(processes: list[subprocess.Popen[str]], argv: list[str]) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     processes.append(proc)
     return proc
+
+
+def start_together(
+    processes: list[subprocess.Popen[str]], argvs: list[list[str]]
+) -> list[subprocess.Popen[str]]:
+    """Start a process for each of ``argvs``; once every one says it is ready, tell them all
+    to go (a start time agreed in advance failed on a busy machine: a process still starting
+    when the other had done all the work)."""
+    procs = [start(processes, argv) for argv in argvs]
+    for proc in procs:
+        assert first_line(proc) == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return procs
 
 
 def result(proc: subprocess.Popen[str]) -> Any:
@@ -88,8 +105,7 @@ def kill(proc: subprocess.Popen[str]) -> None:
 async def test_the_limit_holds_across_two_processes(
     target: Target, processes: list[subprocess.Popen[str]]
 ) -> None:
-    start_at = time.time() + 1.5  # both are up and connected by then
-    procs = [start(processes, target.argv("incr", "ws_1:c", 100, 5, start_at)) for _ in range(2)]
+    procs = start_together(processes, [target.argv("incr", "ws_1:c", 100, 5)] * 2)
     assert sum(result(p) for p in procs) == 5
     async with target.storage() as storage:
         assert await storage.get("ws_1:c") == b"5"
@@ -101,8 +117,7 @@ async def test_two_workers_in_two_processes_claim_disjoint_items(
     async with target.storage() as storage:
         for i in range(30):
             await storage.enqueue("jobs", f"job{i:02}", b"p", due_at=0)
-    start_at = time.time() + 1.5
-    procs = [start(processes, target.argv("drain", "jobs", start_at)) for _ in range(2)]
+    procs = start_together(processes, [target.argv("drain", "jobs")] * 2)
     first, second = (result(p) for p in procs)
     assert not set(first) & set(second)
     assert sorted(first + second) == [f"job{i:02}" for i in range(30)]
@@ -148,6 +163,5 @@ async def test_processes_opening_a_new_file_at_once_all_get_in(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
     target = Target(f"sqlite:///{tmp_path}/new.db")  # switching it to WAL mode races
-    start_at = time.time() + 1.5
-    procs = [start(processes, target.argv("incr", "ws_1:c", 1, 100, start_at)) for _ in range(6)]
+    procs = start_together(processes, [target.argv("incr", "ws_1:c", 1, 100)] * 6)
     assert [result(p) for p in procs] == [1] * 6
