@@ -118,6 +118,8 @@ async def test_a_hit_counts_against_the_quota_and_its_savings_are_the_workspaces
         ({"n": 2}, "n"),
         ({"cache": False}, "opt-out"),
         ({"cache": {"no-store": True}}, "opt-out"),
+        ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
+        ({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}, "audio"),
     ],
 )
 async def test_requests_the_cache_may_not_serve_go_upstream_every_time(
@@ -133,6 +135,22 @@ async def test_requests_the_cache_may_not_serve_go_upstream_every_time(
             assert response.headers["x-gateway-cache-reason"] == reason
         assert env.upstream.calls == 2
         assert "cache" not in env.upstream.sent_json()  # ours: never sent upstream
+
+
+async def test_a_request_for_logprobs_gets_them_every_time() -> None:
+    """A kept answer has no token logprobs: a request that asks for them is never served
+    one (it would get ``"logprobs": null`` from a hit where upstream gave them)."""
+    logprobs = {
+        "content": [{"token": "Paris", "logprob": -0.01, "bytes": None, "top_logprobs": []}]
+    }
+    async with provisioned("scale") as env:
+        body = answer()
+        body["choices"][0]["logprobs"] = logprobs
+        env.upstream.json_body = body
+        for _ in range(2):
+            response = await env.chat(**BASE, logprobs=True)
+            assert response.json()["choices"][0]["logprobs"] == logprobs
+        assert env.upstream.calls == 2
 
 
 @pytest.mark.parametrize("directive", ["no-store", "no-cache", "max-age=0, no-cache"])
@@ -180,7 +198,7 @@ TOOL = {
         {"max_tokens": 5},
         {"stop": ["."]},
         {"presence_penalty": 0.5},
-        {"logprobs": True},
+        {"logit_bias": {"50256": -100}},
         {"reasoning_effort": "high"},
     ],
     ids=lambda change: "-".join(change),

@@ -72,6 +72,11 @@ class CachePolicy:
         n = payload.get("n")
         if n is not None and n != 1:
             return "n"
+        if payload.get("logprobs") is True or payload.get("top_logprobs") is not None:
+            return "logprobs"  # a kept answer has no token logprobs to give
+        modalities = payload.get("modalities")
+        if isinstance(modalities, list) and "audio" in modalities:
+            return "audio"  # its answer names an upstream audio object that expires
         temperature = payload.get("temperature")
         if temperature is None:
             return "temperature-unset"
