@@ -4,9 +4,11 @@ and served again as either.
 An answer is kept only when it is whole: one choice whose ``finish_reason`` is ``stop`` or
 ``tool_calls``, with its usage. The same answer serves a JSON request and a streaming one (the
 key leaves ``stream`` out): ``body`` writes a ``chat.completion``, ``events`` the chunks a live
-stream would have sent (the role, the content in pieces, each tool call's name then its
-arguments, the finish, the usage chunk only when the client asked for it with
-``stream_options.include_usage``, then ``[DONE]``). Each serving gets an id and a time of its
+stream would have sent (the role, a reasoning model's thinking (``reasoning_content`` or
+``reasoning``) and then the content in pieces, each tool call's name then its arguments, the
+finish, the usage chunk only when the client asked for it with
+``stream_options.include_usage``, then ``[DONE]``). A stream whose deltas carry anything else
+that is not text (a provider's own structure) is not kept: it could not be given back. Each serving gets an id and a time of its
 own, as a live answer would.
 """
 
@@ -28,6 +30,9 @@ __all__ = ["STORED_FINISHES", "CachedAnswer", "StreamAssembler"]
 STORED_FINISHES = frozenset({"stop", "tool_calls"})
 #: Characters of content per replayed chunk.
 _PIECE = 256
+#: The message's fields a stream's deltas spell out one by one; any other text field (a
+#: reasoning model's ``reasoning_content`` or ``reasoning``) is kept and replayed too.
+_DELTA_FIELDS = frozenset({"role", "content", "refusal", "tool_calls"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,14 @@ class CachedAnswer:
 
         message = self.message
         events = [chunk({"role": "assistant", "content": ""})]
+        others = [
+            (k, v) for k, v in message.items() if k not in _DELTA_FIELDS and v not in ([], {})
+        ]
+        for field, text in others:  # a reasoning model's thinking comes before its answer
+            if isinstance(text, str):
+                events += [
+                    chunk({field: text[at : at + _PIECE]}) for at in range(0, len(text), _PIECE)
+                ]
         content = message.get("content")
         if isinstance(content, str):
             events += [
@@ -182,6 +195,9 @@ class CachedAnswer:
             for at in range(0, len(arguments), _PIECE):
                 piece = {"index": index, "function": {"arguments": arguments[at : at + _PIECE]}}
                 events.append(chunk({"tool_calls": [piece]}))
+        for field, value in others:  # kept from a JSON answer: given as it came
+            if not isinstance(value, str):
+                events.append(chunk({field: value}))
         events.append(chunk({}, self.finish_reason))
         if include_usage:
             events.append(SSEEvent.of_json({**head, "choices": [], "usage": self.usage_json()}))
@@ -196,6 +212,7 @@ class StreamAssembler:
         "_calls",
         "_content",
         "_refusal",
+        "_texts",
         "broken",
         "fingerprint",
         "finish",
@@ -206,6 +223,9 @@ class StreamAssembler:
     def __init__(self) -> None:
         self._content: list[str] = []
         self._refusal: list[str] = []
+        #: The other text a delta carries, by field: a reasoning model's thinking
+        #: (``reasoning_content``, ``reasoning``), in pieces.
+        self._texts: dict[str, list[str]] = {}
         #: Tool calls by index: id, type, name, argument pieces.
         self._calls: dict[int, dict[str, Any]] = {}
         self.finish: str | None = None
@@ -249,6 +269,15 @@ class StreamAssembler:
             refusal = delta.get("refusal")
             if isinstance(refusal, str):
                 self._refusal.append(refusal)
+            for field, value in delta.items():
+                if field in _DELTA_FIELDS or value is None or value == [] or value == {}:
+                    continue
+                if not isinstance(value, str):
+                    # A provider's own structure (citations, say): it could not be given back
+                    # as it came, so the answer is not kept rather than served without it.
+                    self.broken = True
+                    return
+                self._texts.setdefault(field, []).append(value)
             for call in delta.get("tool_calls") or ():
                 if not isinstance(call, dict) or not isinstance(call.get("index", 0), int):
                     self.broken = True
@@ -273,6 +302,8 @@ class StreamAssembler:
             return None
         assert self.finish is not None
         message: dict[str, Any] = {"role": "assistant"}
+        for field, pieces in self._texts.items():
+            message[field] = "".join(pieces)
         if self._content:
             message["content"] = "".join(self._content)
         if self._refusal:

@@ -290,6 +290,66 @@ async def test_a_streamed_answer_is_stored_and_served_as_json_and_as_a_stream() 
         assert env.upstream.calls == 1
 
 
+def delta_text(response: Any, field: str) -> str:
+    return "".join(
+        json.loads(e)["choices"][0]["delta"].get(field) or ""
+        for e in response.events()
+        if e != "[DONE]" and json.loads(e)["choices"]
+    )
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_a_reasoning_models_thinking_is_kept_and_replayed(field: str) -> None:
+    """OpenAI-compatible reasoning models (DeepSeek, vLLM, Ollama, OpenRouter, Groq) send their
+    thinking beside the content; a hit gives it back, JSON or streamed, before the content."""
+    usage = {"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}
+    tail = b"data: " + json.dumps({**COMPLETION, "choices": [], "usage": usage}).encode()
+    thinking = [
+        chunk(role="assistant"),
+        chunk(**{field: "France's "}),
+        chunk(**{field: "capital."}),
+    ]
+    async with provisioned("scale") as env:
+        env.upstream.stream = ScriptedStream(
+            [*thinking, chunk("Paris."), chunk(finish="stop"), tail + b"\n\n", DONE]
+        )
+        first = await env.chat(**BASE, stream=True)
+        assert delta_text(first, field) == "France's capital."
+        env.upstream.stream = None
+        replay = await env.chat(**BASE, stream=True)
+        assert replay.headers["x-gateway-cache"] == "hit"
+        assert delta_text(replay, field) == "France's capital."
+        assert text_of(replay) == "Paris."
+        fields = [
+            next(iter(json.loads(e)["choices"][0]["delta"]), None) for e in replay.events()[:-1]
+        ]
+        assert fields.index(field) < fields.index("content")  # the thinking comes first
+        message = (await env.chat(**BASE)).json()["choices"][0]["message"]
+        assert message[field] == "France's capital."
+        assert message["content"] == "Paris."
+        assert env.upstream.calls == 1
+    async with provisioned("scale") as env:  # kept from JSON, replayed as a stream
+        env.upstream.json_body = answer(**{field: "France's capital."})
+        await env.chat(**BASE)
+        replay = await env.chat(**BASE, stream=True)
+        assert replay.headers["x-gateway-cache"] == "hit"
+        assert delta_text(replay, field) == "France's capital."
+
+
+async def test_a_stream_with_a_part_the_cache_cannot_replay_is_not_kept() -> None:
+    """A delta field that is not text (a provider's own structure) could not be given back as
+    it came: that answer is not kept, rather than served without it."""
+    citation = {"type": "url_citation", "url_citation": {"url": "https://example.com"}}
+    async with provisioned("scale") as env:
+        env.upstream.stream = ScriptedStream(
+            [chunk("Paris."), chunk(annotations=[citation]), chunk(finish="stop"), DONE]
+        )
+        await env.chat(**BASE, stream=True)
+        again = await env.chat(**BASE, stream=True)
+        assert again.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 2
+
+
 async def test_a_cut_stream_is_never_stored() -> None:
     async with provisioned("scale") as env:
         env.upstream.stream = ScriptedStream([chunk(role="assistant"), chunk("Par")])
@@ -408,8 +468,10 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
     async with provisioned("scale", pii=pii) as env:
         if pii_scope == "full":
             env.upstream.json_body = answer("Sent to <EMAIL_1>.".replace("1", "{n}"))
-        else:
-            env.upstream.json_body = answer(f"Sent to {email}.")
+        else:  # the model saw the address: it is in its answer and its thinking
+            env.upstream.json_body = answer(
+                f"Sent to {email}.", reasoning_content=f"The user wants mail sent to {email}."
+            )
         first = await env.chat(messages=[question], temperature=0)
         if pii_scope == "full":
             placeholder = env.upstream.sent_json()["messages"][0]["content"].split()[2]

@@ -166,6 +166,7 @@ def test_a_stream_put_back_together_serves_as_json_and_as_chunks() -> None:
         {"choices": [{"index": 1, "delta": {"content": "x"}}]},
         {"error": {"message": "boom"}},
         "not a chunk",
+        {"choices": [{"index": 0, "delta": {"annotations": [{"type": "url_citation"}]}}]},
     ],
 )
 def test_a_stream_that_is_not_one_whole_answer_is_not_kept(chunk: Any) -> None:
@@ -174,6 +175,33 @@ def test_a_stream_that_is_not_one_whole_answer_is_not_kept(chunk: Any) -> None:
     stream.add(chunk)
     stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     assert stream.answer(Usage(1, 1)) is None
+
+
+def test_a_reasoning_models_thinking_is_put_back_together_and_replayed_first() -> None:
+    stream = StreamAssembler()
+    stream.add({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    for piece in ("Let me ", "think." * 100):  # replayed in more pieces than it came in
+        stream.add({"choices": [{"index": 0, "delta": {"reasoning_content": piece}}]})
+    nothing = {"content": None, "reasoning_content": None, "tool_calls": [], "audio": {}}
+    stream.add({"choices": [{"index": 0, "delta": {**nothing, "content": "Done."}}]})
+    stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    kept = stream.answer(Usage(5, 4))
+    assert kept is not None
+    assert kept.message == {
+        "role": "assistant",
+        "reasoning_content": "Let me " + "think." * 100,
+        "content": "Done.",
+    }
+    assert json.loads(kept.body())["choices"][0]["message"]["reasoning_content"].startswith("Let")
+    events = kept.events(include_usage=False)
+    deltas = [event.json()["choices"][0]["delta"] for event in events[:-1]]
+    assert [next(iter(d), None) for d in deltas] == [
+        "role", "reasoning_content", "reasoning_content", "reasoning_content", "content", None
+    ]  # fmt: skip
+    again = StreamAssembler()
+    for event in events[:-1]:
+        again.add(event.json())
+    assert again.answer(Usage(5, 4)) == kept
 
 
 def test_a_cut_or_truncated_stream_is_not_kept() -> None:

@@ -342,9 +342,9 @@ def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
         return text
 
     message = dict(answer.message)
-    for field in ("content", "refusal"):
-        if isinstance(message.get(field), str):
-            message[field] = mask(message[field])
+    for field, value in message.items():  # content, refusal, a reasoning model's thinking
+        if field != "role" and isinstance(value, str):
+            message[field] = mask(value)
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         message["tool_calls"] = [
