@@ -482,6 +482,9 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         hit = await env.chat(messages=[question], temperature=0)
         assert hit.headers["x-gateway-cache"] == "hit"
         assert hit.json()["choices"][0]["message"]["content"] == f"Sent to {email}."
+        if pii_scope == "cache":  # kept masked, given back restored
+            thinking = hit.json()["choices"][0]["message"]["reasoning_content"]
+            assert thinking == f"The user wants mail sent to {email}."
         replay = await env.chat(messages=[question], temperature=0, stream=True)
         assert text_of(replay) == f"Sent to {email}."
         kept = list(env.gateway.cache.local._entries.items())

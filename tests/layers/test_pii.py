@@ -97,6 +97,26 @@ async def test_network_chunks_cut_anywhere_even_inside_a_character_change_nothin
         assert not any(value.encode() in sent for value in RAW)
 
 
+async def test_a_reasoning_models_thinking_gets_its_values_back_too() -> None:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        env.upstream.json_body = answer("Done.", reasoning_content="Mail <EMAIL_1> first.")
+        response = await ask(env, user(PROMPT))
+        message = response.json()["choices"][0]["message"]
+        assert message["reasoning_content"] == "Mail anna.lindqvist@example.se first."
+        env.upstream.stream = ScriptedStream(
+            [
+                chunk(reasoning="Call <PHO"),
+                chunk(reasoning="NE_1>."),
+                chunk("Done."),
+                chunk(finish="stop"),
+                DONE,
+            ]
+        )
+        response = await ask(env, user(PROMPT), stream=True)
+        deltas = [json.loads(e)["choices"][0]["delta"] for e in response.events()[:-1]]
+        assert "".join(d.get("reasoning", "") for d in deltas) == "Call +44 20 7946 0958."
+
+
 async def test_a_stream_without_finish_reason_gives_out_what_it_held_before_done() -> None:
     async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
         env.upstream.stream = ScriptedStream([chunk("Mail <EMA"), chunk("IL_1"), DONE])

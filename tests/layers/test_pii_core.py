@@ -303,3 +303,39 @@ def test_streamed_tool_call_arguments_restore_per_call_and_flush_at_the_finish()
             )
     assert json.loads(arguments[0]) == {"to": "anna@example.se"}
     assert arguments[1] == '{"cc": "bo@example.se'  # its stream ended there: given out whole
+
+
+def test_a_reasoning_models_thinking_is_restored_and_given_out_before_its_answer() -> None:
+    from gateway_kit.layers.pii.transform import RestoreTransform
+    from gateway_kit.pipeline.transforms import JSONBody
+    from gateway_kit.sse import SSEEvent
+
+    def event(finish: str | None = None, **delta: str) -> SSEEvent:
+        return SSEEvent.of_json(
+            {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        )
+
+    transform = RestoreTransform(VALUES)
+    events = [
+        event(role="assistant", content=""),
+        event(reasoning_content="Write to <EMAIL_"),
+        event(reasoning_content="1> or <PHO"),  # the thinking ends holding "<PHO"
+        event(content="Mail <EMAIL_1"),
+        event(content=">.", finish="stop"),
+    ]
+    deltas = [e.json()["choices"][0]["delta"] for ev in events for e in transform.event(ev)]
+    assert not transform.close()
+    thinking = "".join(d.get("reasoning_content", "") for d in deltas)
+    assert thinking == "Write to anna@example.se or <PHO"
+    assert "".join(d.get("content", "") for d in deltas) == "Mail anna@example.se."
+    # What the thinking held went out with the answer's first piece, not after the answer.
+    assert deltas[3] == {"content": "Mail ", "reasoning_content": "<PHO"}
+
+    body = JSONBody(
+        json.dumps(
+            {"choices": [{"message": {"reasoning": "To <PHONE_1>", "content": "<EMAIL_12>"}}]}
+        ).encode()
+    )
+    RestoreTransform(VALUES).body(body)
+    message = body.json()["choices"][0]["message"]
+    assert message == {"reasoning": "To +1 415", "content": "bo@example.se"}

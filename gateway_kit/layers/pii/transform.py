@@ -1,10 +1,12 @@
 """``RestoreTransform``: the answer with the request's placeholders given back their values.
 
-A JSON answer is restored whole: each choice's content (and refusal) and each tool call's
-arguments. A stream is restored event by event, one ``StreamRestorer`` per choice's content and
-per choice's tool call (by index), so ordinary text passes at once and only what could still
-become a placeholder waits for the next event; what is held goes out with the choice's
-``finish_reason``, else before ``[DONE]``, else when the stream ends.
+A JSON answer is restored whole: each choice's text fields (the content, a refusal, a reasoning
+model's thinking: ``reasoning_content`` or ``reasoning``) and each tool call's arguments. A
+stream is restored event by event, one ``StreamRestorer`` per choice's text field and per
+choice's tool call (by index), so ordinary text passes at once and only what could still become
+a placeholder waits for the next event; what is held goes out when the choice moves on to
+another text field (from its thinking to its answer), with its ``finish_reason``, else before
+``[DONE]``, else when the stream ends.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ class RestoreTransform(ResponseTransform):
         self._values = values
         numbers = {placeholder[1:-1].rsplit("_", 1)[1] for placeholder in values}
         self._markers_bytes = [f"_{number}".encode() for number in numbers]
-        #: (choice index, None for content or the tool call's index) -> its restorer.
-        self._streams: dict[tuple[int, int | None], StreamRestorer] = {}
+        #: (choice index, the text field or the tool call's index) -> its restorer.
+        self._streams: dict[tuple[int, str | int], StreamRestorer] = {}
         #: The last chunk seen, the model of the one that gives out what was held.
         self._last: dict[str, Any] | None = None
 
@@ -47,9 +49,8 @@ class RestoreTransform(ResponseTransform):
             message = choice.get("message") if isinstance(choice, dict) else None
             if not isinstance(message, dict):
                 continue
-            for field in ("content", "refusal"):
-                text = message.get(field)
-                if isinstance(text, str):
+            for field, text in message.items():
+                if field != "role" and isinstance(text, str):
                     restored = restore_text(text, values)
                     if restored != text:
                         message[field], changed = restored, True
@@ -92,13 +93,14 @@ class RestoreTransform(ResponseTransform):
         if not isinstance(delta, dict):
             return False
         changed = False
-        content = delta.get("content")
-        if isinstance(content, str) or (finished and (index, None) in self._streams):
-            out = self._stream(index, None).feed(content or "")
-            if finished:
-                out += self._streams.pop((index, None)).close()
-            if out != content:
-                delta["content"], changed = out, True
+        texts = [f for f, v in delta.items() if f != "role" and isinstance(v, str)]
+        if texts:  # moved on from another text field (its thinking to its answer): that one is done
+            changed = self._close_texts(index, delta, but=texts)
+        for field in texts:
+            text = delta[field]
+            out = self._stream(index, field).feed(text)
+            if out != text:
+                delta[field], changed = out, True
         for call in delta.get("tool_calls") or ():
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict) and isinstance(function.get("arguments"), str):
@@ -107,11 +109,29 @@ class RestoreTransform(ResponseTransform):
                 if out != function["arguments"]:
                     function["arguments"], changed = out, True
         if finished:
+            changed = self._close_texts(index, delta, but=()) or changed
             changed = self._close_calls(index, delta) or changed
         return changed
 
+    def _close_texts(self, index: int, delta: dict[str, Any], *, but: Sequence[str]) -> bool:
+        """Give out what choice ``index``'s text fields other than ``but`` hold, in ``delta``
+        (after what it already carries of that field)."""
+        held = [key for key in self._streams if key[0] == index and isinstance(key[1], str)]
+        added = False
+        for key in held:
+            field = key[1]
+            assert isinstance(field, str)
+            if field in but:
+                continue
+            rest = self._streams.pop(key).close()
+            if rest:
+                before = delta.get(field)
+                delta[field] = before + rest if isinstance(before, str) else rest
+                added = True
+        return added
+
     def _close_calls(self, index: int, delta: dict[str, Any]) -> bool:
-        held = [key for key in self._streams if key[0] == index and key[1] is not None]
+        held = [key for key in self._streams if key[0] == index and isinstance(key[1], int)]
         added = False
         for key in held:
             rest = self._streams.pop(key).close()
@@ -121,10 +141,10 @@ class RestoreTransform(ResponseTransform):
                 added = True
         return added
 
-    def _stream(self, index: int, call: int | None) -> StreamRestorer:
-        restorer = self._streams.get((index, call))
+    def _stream(self, index: int, slot: str | int) -> StreamRestorer:
+        restorer = self._streams.get((index, slot))
         if restorer is None:
-            restorer = self._streams[(index, call)] = StreamRestorer(self._values)
+            restorer = self._streams[(index, slot)] = StreamRestorer(self._values)
         return restorer
 
     def _flush(self) -> Sequence[SSEEvent]:
@@ -132,16 +152,16 @@ class RestoreTransform(ResponseTransform):
         if not self._streams:
             return ()
         choices: dict[int, dict[str, Any]] = {}
-        for (index, call), restorer in self._streams.items():
+        for (index, slot), restorer in self._streams.items():
             rest = restorer.close()
             if not rest:
                 continue
             delta = choices.setdefault(index, {"index": index, "delta": {}})["delta"]
-            if call is None:
-                delta["content"] = rest
+            if isinstance(slot, str):
+                delta[slot] = rest
             else:
                 delta.setdefault("tool_calls", []).append(
-                    {"index": call, "function": {"arguments": rest}}
+                    {"index": slot, "function": {"arguments": rest}}
                 )
         self._streams.clear()
         if not choices:
