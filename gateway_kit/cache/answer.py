@@ -8,8 +8,10 @@ stream would have sent (the role, a reasoning model's thinking (``reasoning_cont
 ``reasoning``) and then the content in pieces, each tool call's name then its arguments, the
 finish, the usage chunk only when the client asked for it with
 ``stream_options.include_usage``, then ``[DONE]``). A stream whose deltas carry anything else
-that is not text (a provider's own structure) is not kept: it could not be given back. Each serving gets an id and a time of its
-own, as a live answer would.
+that is not text (a provider's own structure) is not kept: it could not be given back. The
+provider's own top-level fields (Perplexity's ``citations``) are kept and given back, in the
+body and in every chunk. Each serving gets an id and a time of its own, as a live answer
+would.
 """
 
 from __future__ import annotations
@@ -33,13 +35,20 @@ _PIECE = 256
 #: The message's fields a stream's deltas spell out one by one; any other text field (a
 #: reasoning model's ``reasoning_content`` or ``reasoning``) is kept and replayed too.
 _DELTA_FIELDS = frozenset({"role", "content", "refusal", "tool_calls"})
+#: A body's or a chunk's own fields; any other top-level field is a provider's (Perplexity's
+#: ``citations`` and ``search_results``, ``service_tier``, OpenRouter's ``provider``): kept and
+#: given back. OpenAI's ``obfuscation`` pads each chunk at random: not the answer's.
+_OWN_FIELDS = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint", "obfuscation"}
+)
 
 
 @dataclass(frozen=True, slots=True)
 class CachedAnswer:
     """The model that answered, its message (``role``, ``content``, ``tool_calls``,
     ``refusal``), the finish, the usage (as priced, and as the upstream wrote it when it was
-    seen: served again as it was), and the size it takes in the store."""
+    seen: served again as it was), the size it takes in the store, and the provider's own
+    top-level fields (``extra``)."""
 
     model: str
     message: dict[str, Any]
@@ -48,6 +57,7 @@ class CachedAnswer:
     system_fingerprint: str | None = None
     size: int = 0
     reported_usage: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
 
     @classmethod
     def of_body(cls, document: Any, usage: Usage) -> CachedAnswer | None:
@@ -72,6 +82,7 @@ class CachedAnswer:
             usage,
             fingerprint if isinstance(fingerprint, str) else None,
             reported if isinstance(reported, dict) else None,
+            {k: v for k, v in document.items() if k not in _OWN_FIELDS} or None,
         )
 
     @classmethod
@@ -83,11 +94,12 @@ class CachedAnswer:
         usage: Usage,
         fingerprint: str | None = None,
         reported_usage: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> CachedAnswer:
         kept = {key: value for key, value in message.items() if value is not None}
         kept.setdefault("role", "assistant")
-        size = len(json.dumps([kept, reported_usage], ensure_ascii=False).encode()) + 200
-        return cls(model, kept, finish, usage, fingerprint, size, reported_usage)
+        size = len(json.dumps([kept, reported_usage, extra], ensure_ascii=False).encode()) + 200
+        return cls(model, kept, finish, usage, fingerprint, size, reported_usage, extra)
 
     def to_bytes(self) -> bytes:
         """The answer as a storage value (``of_bytes`` reads it back)."""
@@ -106,6 +118,7 @@ class CachedAnswer:
             ],
             "fingerprint": self.system_fingerprint,
             "reported": self.reported_usage,
+            "extra": self.extra,
         }
         return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -123,6 +136,7 @@ class CachedAnswer:
             usage,
             record.get("fingerprint"),
             record.get("reported"),
+            record.get("extra"),
         )
 
     def usage_json(self) -> dict[str, Any]:
@@ -149,6 +163,8 @@ class CachedAnswer:
         }
         if self.system_fingerprint is not None:
             document["system_fingerprint"] = self.system_fingerprint
+        if self.extra:
+            document.update(self.extra)
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
     def events(self, *, include_usage: bool) -> list[SSEEvent]:
@@ -158,6 +174,8 @@ class CachedAnswer:
         head["model"] = self.model
         if self.system_fingerprint is not None:
             head["system_fingerprint"] = self.system_fingerprint
+        if self.extra:  # in every chunk, as Perplexity sends its citations
+            head.update(self.extra)
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -214,6 +232,7 @@ class StreamAssembler:
         "_refusal",
         "_texts",
         "broken",
+        "extra",
         "fingerprint",
         "finish",
         "model",
@@ -233,6 +252,8 @@ class StreamAssembler:
         self.fingerprint: str | None = None
         #: The usage chunk's ``usage``, when it passed (the client asked for it).
         self.reported_usage: dict[str, Any] | None = None
+        #: The provider's own top-level fields, as the latest chunk had them.
+        self.extra: dict[str, Any] = {}
         #: Set when the stream is not one answer (several choices, an error, a bad chunk).
         self.broken = False
 
@@ -254,6 +275,9 @@ class StreamAssembler:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.reported_usage = usage
+        for field, value in chunk.items():
+            if field not in _OWN_FIELDS:
+                self.extra[field] = value
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 self.broken = True
@@ -321,7 +345,13 @@ class StreamAssembler:
                 for _, call in sorted(self._calls.items())
             ]
         return CachedAnswer.made(
-            self.model, message, self.finish, usage, self.fingerprint, self.reported_usage
+            self.model,
+            message,
+            self.finish,
+            usage,
+            self.fingerprint,
+            self.reported_usage,
+            self.extra or None,
         )
 
 

@@ -350,6 +350,23 @@ async def test_a_stream_with_a_part_the_cache_cannot_replay_is_not_kept() -> Non
         assert env.upstream.calls == 2
 
 
+async def test_a_providers_own_fields_come_back_on_a_hit() -> None:
+    """Perplexity's citations (top-level, in the body and in every chunk) are the answer's:
+    a hit without them would be a worse answer."""
+    citations = ["https://en.wikipedia.org/wiki/Paris"]
+    async with provisioned("scale") as env:
+        env.upstream.json_body = {**answer(), "citations": citations, "service_tier": "default"}
+        await env.chat(**BASE)
+        hit = await env.chat(**BASE)
+        assert hit.headers["x-gateway-cache"] == "hit"
+        assert hit.json()["citations"] == citations
+        assert hit.json()["service_tier"] == "default"
+        replay = await env.chat(**BASE, stream=True)
+        chunks = [json.loads(e) for e in replay.events()[:-1]]
+        assert all(c["citations"] == citations for c in chunks)
+        assert env.upstream.calls == 1
+
+
 async def test_a_cut_stream_is_never_stored() -> None:
     async with provisioned("scale") as env:
         env.upstream.stream = ScriptedStream([chunk(role="assistant"), chunk("Par")])

@@ -204,6 +204,49 @@ def test_a_reasoning_models_thinking_is_put_back_together_and_replayed_first() -
     assert again.answer(Usage(5, 4)) == kept
 
 
+def test_a_providers_own_fields_are_kept_from_a_stream_and_given_back_in_every_chunk() -> None:
+    citations = ["https://example.com/a", "https://example.com/b"]
+    stream = StreamAssembler()
+    for piece, padding in (("Par", "xq"), ("is.", "k")):  # OpenAI's padding: not the answer's
+        chunk = {"choices": [{"index": 0, "delta": {"content": piece}}], "obfuscation": padding}
+        stream.add({**chunk, "citations": citations[:1] if piece == "Par" else citations})
+    stream.add({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    kept = stream.answer(Usage(5, 4))
+    assert kept is not None
+    assert kept.extra == {"citations": citations}  # as the latest chunk had them
+    assert json.loads(kept.body())["citations"] == citations
+    events = kept.events(include_usage=True)
+    assert all(event.json()["citations"] == citations for event in events[:-1])
+    assert not any("obfuscation" in event.json() for event in events[:-1])
+
+
+def test_an_answer_read_back_from_the_storage_is_the_same_answer() -> None:
+    document = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hi", "reasoning": "Greet."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
+        "system_fingerprint": "fp_1",
+        "service_tier": "default",
+        "citations": ["https://example.com"],
+    }
+    kept = CachedAnswer.of_body(document, Usage(5, 4, reasoning_tokens=1))
+    assert kept is not None
+    assert kept.extra == {"service_tier": "default", "citations": ["https://example.com"]}
+    assert CachedAnswer.of_bytes(kept.to_bytes()) == kept
+    served = json.loads(kept.body())
+    assert served.pop("id").startswith("chatcmpl-")
+    assert isinstance(served.pop("created"), int)
+    message = {"role": "assistant", "content": "Hi", "refusal": None, "reasoning": "Greet."}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+    assert served == {**document, "object": "chat.completion", "choices": [choice]}
+
+
 def test_a_cut_or_truncated_stream_is_not_kept() -> None:
     stream = StreamAssembler()
     stream.add({"choices": [{"index": 0, "delta": {"content": "x"}}]})

@@ -365,4 +365,5 @@ def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
         answer.usage,
         answer.system_fingerprint,
         answer.reported_usage,
+        answer.extra,
     )
