@@ -512,6 +512,34 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         assert "<EMAIL_" in stored.message["content"]
 
 
+@pytest.mark.parametrize("placeholders", ["ordered", "keyed"])
+async def test_in_pii_cache_scope_an_answer_is_never_served_for_other_values(
+    placeholders: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In ``cache`` scope the model reads the real values, so its answer may say more of them
+    than the values themselves ("Dear Anna"): two requests that mask the same (ordered
+    placeholders always do, keyed ones when two values' numbers meet) but hold other values
+    must never share an answer."""
+    pii = {"mode": "enforce", "scope": "cache", "kinds": ["EMAIL"], "placeholders": placeholders}
+    # Keyed numbers are 1 to 9999: make the two values' numbers meet.
+    monkeypatch.setattr(
+        "gateway_kit.layers.pii.middleware.keyed_numbering", lambda secret: lambda kind, value: 7
+    )
+    async with provisioned("scale", pii=pii) as env:
+        asked = {"role": "user", "content": "Greet the owner of anna.lindqvist@example.se."}
+        env.upstream.json_body = answer("Dear Anna, welcome.")
+        assert (await env.chat(messages=[asked], temperature=0)).headers[
+            "x-gateway-cache"
+        ] == "miss"
+        same = await env.chat(messages=[asked], temperature=0)
+        assert same.headers["x-gateway-cache"] == "hit"  # the same values: served
+        other = {"role": "user", "content": "Greet the owner of bo.nilsson@example.se."}
+        env.upstream.json_body = answer("Dear Bo, welcome.")
+        response = await env.chat(messages=[other], temperature=0)
+        assert response.headers["x-gateway-cache"] == "miss"
+        assert response.json()["choices"][0]["message"]["content"] == "Dear Bo, welcome."
+
+
 class CacheStorageDown(MemoryStorage):
     """Memory storage whose cached answers cannot be read (alone, or in an admission step)."""
 

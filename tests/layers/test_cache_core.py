@@ -68,6 +68,21 @@ def test_a_configured_maximum_temperature() -> None:
     assert policy(max_temperature=0.5).bypass_reason({**REQUEST, "temperature": 0.6}, "")
 
 
+def test_the_values_a_model_read_are_part_of_the_key() -> None:
+    cache = policy()
+    plain = cache.key(REQUEST, "gpt-fake", SECRET)
+    anna = cache.key(REQUEST, "gpt-fake", SECRET, {"<EMAIL_1>": "anna@example.se"})
+    assert anna == cache.key(REQUEST, "gpt-fake", SECRET, {"<EMAIL_1>": "anna@example.se"})
+    assert anna not in (plain, cache.key(REQUEST, "gpt-fake", SECRET, {"<EMAIL_1>": "bo@x.se"}))
+    assert cache.key(REQUEST, "gpt-fake", SECRET, {}) == plain
+    parts = cache.semantic_parts(REQUEST, "gpt-fake", "e", SECRET, {"<EMAIL_1>": "a@x.se"})
+    other = cache.semantic_parts(REQUEST, "gpt-fake", "e", SECRET, {"<EMAIL_1>": "b@x.se"})
+    assert parts is not None
+    assert other is not None
+    assert parts[0] != other[0]  # another partition
+    assert parts[1] == other[1] == "hi"
+
+
 def test_the_key_ignores_order_and_volatile_fields_and_names_the_resolved_model() -> None:
     cache = policy()
     key = cache.key(REQUEST, "gpt-fake", SECRET)

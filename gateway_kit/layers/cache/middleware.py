@@ -15,7 +15,8 @@ included), the request's key is looked up in this process's store:
 
 The request it keys on is the masked one when PII masking is on: ``ctx.json`` itself in
 ``full`` scope, ``ctx.extras["pii.masked"]`` in ``cache`` scope; in that scope the answer is
-masked (``ctx.extras["pii.values"]``) before it is kept. ``monitor`` looks up and keeps but
+masked (``ctx.extras["pii.values"]``) before it is kept, and the values are part of the key
+(the model read them: its answer is theirs only). ``monitor`` looks up and keeps but
 serves every request from upstream, saying what would have hit in ``x-gateway-cache-monitor``.
 """
 
@@ -137,12 +138,16 @@ class CacheMiddleware(GatewayLayer):
             await self.refuse(ctx, send, route)
             return None
         masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
+        # PII's cache scope: the model reads the values, so they are part of the key.
+        values: dict[str, str] | None = (
+            ctx.extras.get("pii.values") if "pii.masked" in ctx.extras else None
+        )
         principal = ctx.principal
         workspace_id = principal.workspace_id if principal is not None else None
         cache = gateway.cache
         where = cache.scope_of(workspace_id)
         secret = await self._secret.get()
-        key = CacheKey(where, route.name, self.policy.key(masked, route.name, secret))
+        key = CacheKey(where, route.name, self.policy.key(masked, route.name, secret, values))
         if cache.shared and where == workspace_id:
             # The answer is read in the admission step itself: no round trip of its own.
             counts.read = cache.shared_key(key)
@@ -156,7 +161,7 @@ class CacheMiddleware(GatewayLayer):
         model = route.name
         read = counts.read_done and model == key.model
         if model != key.model:
-            key = CacheKey(where, model, self.policy.key(masked, model, secret))
+            key = CacheKey(where, model, self.policy.key(masked, model, secret, values))
         try:
             if read:
                 answer = None if counts.read_value is None else cache.decode(counts.read_value)
@@ -176,7 +181,7 @@ class CacheMiddleware(GatewayLayer):
             return None
         lookup = None
         if answer is None and await self._semantic_on(model, workspace_id):
-            lookup = await self._semantic(ctx, masked, model, where, secret)
+            lookup = await self._semantic(ctx, masked, values, model, where, secret)
             if lookup is not None and lookup.answer is not None and enforce:
                 verdict = CacheVerdict(action="semantic", similarity=lookup.similarity)
                 await self._serve(ctx, payload, model, lookup.answer, send, verdict=verdict)
@@ -187,13 +192,12 @@ class CacheMiddleware(GatewayLayer):
         ctx.headers.append((b"x-gateway-cache", b"miss"))
         if self.mode is Mode.MONITOR:
             ctx.headers.append((b"x-gateway-cache-monitor", b"hit" if would_hit else b"miss"))
-        values: dict[str, str] | None = ctx.extras.get("pii.values")
 
         def keep(answer: CachedAnswer) -> None:
             routing = ctx.verdicts.get("routing")
             if getattr(routing, "model", model) != model:
                 return  # served by a fallback: not the answer of this model
-            if values and "pii.masked" in ctx.extras:
+            if values:
                 answer = _masked(answer, values)
             if answer.size > cache.config.max_entry_bytes:
                 return
@@ -229,7 +233,13 @@ class CacheMiddleware(GatewayLayer):
         return (await self.gateway.cache.settings.get(workspace_id)).semantic
 
     async def _semantic(
-        self, ctx: RequestContext, masked: dict[str, Any], model: str, where: str, secret: bytes
+        self,
+        ctx: RequestContext,
+        masked: dict[str, Any],
+        values: dict[str, str] | None,
+        model: str,
+        where: str,
+        secret: bytes,
     ) -> SemanticLookup | None:
         """Look the request up by meaning; ``None`` when its final message is no user text
         (or the embedder failed: then it is a miss, and its answer is kept for exact hits)."""
@@ -237,7 +247,7 @@ class CacheMiddleware(GatewayLayer):
         config = self.gateway.config.cache.semantic
         try:
             embedder = self._embedder()
-            parts = self.policy.semantic_parts(masked, model, embedder.id, secret)
+            parts = self.policy.semantic_parts(masked, model, embedder.id, secret, values)
             if parts is None:
                 return None
             partition, text = parts

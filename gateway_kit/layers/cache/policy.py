@@ -84,20 +84,35 @@ class CachePolicy:
             return "temperature"
         return None
 
-    def key(self, payload: Mapping[str, Any], model: str, secret: bytes) -> str:
-        """The request's cache key within its scope (32 hex digits)."""
+    def key(
+        self,
+        payload: Mapping[str, Any],
+        model: str,
+        secret: bytes,
+        values: Mapping[str, str] | None = None,
+    ) -> str:
+        """The request's cache key within its scope (32 hex digits). ``values``: the masked
+        request's placeholders and the values they stand for, when the model reads the values
+        (PII masking's ``cache`` scope): then only a request with the same values has the key
+        (its answer may say more of them than the values themselves)."""
         canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
         canonical["model"] = model
-        return _keyed(canonical, secret)
+        return _keyed(canonical, secret, values)
 
     def semantic_parts(
-        self, payload: Mapping[str, Any], model: str, embedder: str, secret: bytes
+        self,
+        payload: Mapping[str, Any],
+        model: str,
+        embedder: str,
+        secret: bytes,
+        values: Mapping[str, str] | None = None,
     ) -> tuple[str, str] | None:
         """The request's semantic partition and the text looked up by meaning: its final
         message, when that is a user's text; ``None`` otherwise (a tool result, an image).
 
         The partition is a keyed hash of everything else: every other message, the final
-        message's role and name, the model, tools, parameters, and the embedder's id."""
+        message's role and name, the model, tools, parameters, the embedder's id, and
+        ``values`` as for ``key``."""
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
             return None
@@ -110,7 +125,7 @@ class CachePolicy:
         canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
         rest = {k: v for k, v in last.items() if k != "content"}
         canonical.update(model=model, messages=[*messages[:-1], rest], embedder=embedder)
-        return _keyed(canonical, secret), text
+        return _keyed(canonical, secret, values), text
 
 
 def opted_out(value: Any) -> bool:
@@ -135,8 +150,12 @@ def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
     )
 
 
-def _keyed(canonical: dict[str, Any], secret: bytes) -> str:
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _keyed(
+    canonical: dict[str, Any], secret: bytes, values: Mapping[str, str] | None = None
+) -> str:
+    # With values, a list: no request's own fields can spell the same text.
+    keyed: Any = canonical if not values else [canonical, sorted(values.items())]
+    text = json.dumps(keyed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:32]
 
 
