@@ -66,6 +66,19 @@ async def test_a_response_carries_its_exact_cost_and_savings_add_up_in_me() -> N
         assert me.json()["savings_usd"] == expected
 
 
+async def test_a_cache_hit_costs_nothing_and_saves_its_whole_flagship_baseline() -> None:
+    async with provisioned("scale", **PRICED) as env:
+        env.upstream.json_body = {**COMPLETION, "usage": USAGE}
+        miss = await env.chat(temperature=0)
+        assert miss.headers["x-gateway-cache"] == "miss"
+        hit = await env.chat(temperature=0)
+        assert hit.headers["x-gateway-cache"] == "hit"
+        assert hit.headers["x-gateway-cost-usd"] == "0.000000"
+        assert hit.headers["x-gateway-savings-usd"] == usd_text(FLAGSHIP) == "0.022000"
+        me = await env.recorder.request("GET", "/v1/me", headers=env.auth())
+        assert me.json()["savings_usd"] == round((FLAGSHIP - COST + FLAGSHIP) / 1_000_000, 2)
+
+
 async def test_a_stream_asks_upstream_for_usage_and_strips_it_for_the_client() -> None:
     async with provisioned("scale", **PRICED) as env:
         env.upstream.stream = ScriptedStream(

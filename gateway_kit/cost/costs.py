@@ -108,6 +108,11 @@ class Costs:
             self.prices.cost_micro_usd(self._flagship_ref, usage),
         )
 
+    def served_free(self, model: str, usage: Usage) -> RequestCost:
+        """An answer that cost nothing upstream (a cache hit): 0, and the flagship baseline
+        of ``usage`` all saved."""
+        return RequestCost(model, usage, 0, self.prices.cost_micro_usd(self._flagship_ref, usage))
+
     def estimate_usage(
         self, model: str, request: Mapping[str, Any], *, output_tokens: int | None = None
     ) -> Usage:

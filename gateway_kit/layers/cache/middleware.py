@@ -37,7 +37,6 @@ from gateway_kit.cache.store import CacheKey
 from gateway_kit.chat.model import resolve_model
 from gateway_kit.chat.request import load_request
 from gateway_kit.config import Mode, OnError
-from gateway_kit.cost.costs import RequestCost
 from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
@@ -302,8 +301,7 @@ class CacheMiddleware(GatewayLayer):
         """Answer from the cache, through the outer layers' transforms."""
         started = time.perf_counter()
         ctx.verdicts[self.concern] = verdict
-        priced = self.gateway.costs.of(model, answer.usage)
-        ctx.cost = cost = RequestCost(model, answer.usage, 0, priced.baseline_micro_usd)
+        ctx.cost = cost = self.gateway.costs.served_free(model, answer.usage)
         ctx.headers += [
             (b"x-gateway-cache", verdict.action.encode()),
             (b"x-gateway-model", model.encode()),
