@@ -112,6 +112,69 @@ def test_a_stream_served_from_the_cache_reads_like_a_live_one_to_the_openai_sdk(
     assert {frozenset(c.model_dump(exclude_unset=True)) for c in hit_chunks} <= fields
 
 
+async def _reasoning_upstream(scope: Scope, receive: Receive, send: Send) -> None:
+    """A reasoning model's OpenAI-compatible stream (DeepSeek's fields): its thinking, then
+    its answer, Perplexity-style citations in every chunk, the usage when asked."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    request = json.loads(body)
+    cited = {"citations": ["https://example.com/paris"]}
+
+    def event(**fields: Any) -> bytes:
+        document = {**COMPLETION, "object": "chat.completion.chunk", **cited, **fields}
+        return b"data: " + json.dumps(document).encode() + b"\n\n"
+
+    def piece(finish: str | None = None, **delta: Any) -> bytes:
+        return event(choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
+
+    events = [piece(role="assistant", content="")]
+    events += [piece(reasoning_content=t, content=None) for t in ("The user ", "asks of France.")]
+    events += [piece(content=t, reasoning_content=None) for t in ("Paris", " is the capital.")]
+    events.append(piece("stop"))
+    usage = {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append(event(choices=[], usage=usage))
+    await send(_start(200, b"text/event-stream"))
+    await send({"type": "http.response.body", "body": b"".join([*events, DONE])})
+
+
+def test_a_reasoning_models_stream_from_the_cache_reads_like_the_live_one() -> None:
+    """Its thinking and the provider's own fields included, to the SDK's accumulation."""
+    with (
+        run_server(_reasoning_upstream) as upstream_url,
+        run_server(create_app(proxy_config(upstream_url))) as gateway_url,
+    ):
+        client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key="x", max_retries=0)
+
+        def streamed() -> tuple[str, Any]:
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-fake",
+                messages=[{"role": "user", "content": "What is the capital of France?"}],
+                temperature=0,
+                stream=True,
+            )
+            accumulated = ChatCompletionStreamState()
+            for piece in raw.parse():
+                accumulated.handle_chunk(piece)
+            return raw.headers["x-gateway-cache"], accumulated.get_final_completion()
+
+        live_state, live = streamed()
+        hit_state, hit = streamed()
+    assert (live_state, hit_state) == ("miss", "hit")
+    ignored = {"id", "created", "system_fingerprint"}
+    assert hit.model_dump(exclude=ignored) == live.model_dump(exclude=ignored)
+    message = hit.choices[0].message.model_dump()
+    assert message["reasoning_content"] == "The user asks of France."
+    assert message["content"] == "Paris is the capital."
+    assert hit.model_dump()["citations"] == ["https://example.com/paris"]
+
+
 def test_openai_sdk_streaming(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
         model="mock-mini",
