@@ -528,9 +528,8 @@ async def test_in_pii_cache_scope_an_answer_is_never_served_for_other_values(
     async with provisioned("scale", pii=pii) as env:
         asked = {"role": "user", "content": "Greet the owner of anna.lindqvist@example.se."}
         env.upstream.json_body = answer("Dear Anna, welcome.")
-        assert (await env.chat(messages=[asked], temperature=0)).headers[
-            "x-gateway-cache"
-        ] == "miss"
+        first = await env.chat(messages=[asked], temperature=0)
+        assert first.headers["x-gateway-cache"] == "miss"
         same = await env.chat(messages=[asked], temperature=0)
         assert same.headers["x-gateway-cache"] == "hit"  # the same values: served
         other = {"role": "user", "content": "Greet the owner of bo.nilsson@example.se."}
