@@ -112,18 +112,22 @@ def test_a_stream_served_from_the_cache_reads_like_a_live_one_to_the_openai_sdk(
     assert {frozenset(c.model_dump(exclude_unset=True)) for c in hit_chunks} <= fields
 
 
-async def _reasoning_upstream(scope: Scope, receive: Receive, send: Send) -> None:
-    """A reasoning model's OpenAI-compatible stream (DeepSeek's fields): its thinking, then
-    its answer, Perplexity-style citations in every chunk, the usage when asked."""
-    if scope["type"] != "http":
-        return
+async def _json_request(receive: Receive) -> Any:
+    """The JSON body an upstream stand-in was sent, read whole."""
     body = b""
     while True:
         message = await receive()
         body += message.get("body", b"")
         if not message.get("more_body"):
-            break
-    request = json.loads(body)
+            return json.loads(body)
+
+
+async def _reasoning_upstream(scope: Scope, receive: Receive, send: Send) -> None:
+    """A reasoning model's OpenAI-compatible stream (DeepSeek's fields): its thinking, then
+    its answer, Perplexity-style citations in every chunk, the usage when asked."""
+    if scope["type"] != "http":
+        return
+    request = await _json_request(receive)
     cited = {"citations": ["https://example.com/paris"]}
 
     def event(**fields: Any) -> bytes:
@@ -269,13 +273,7 @@ class FakeOpenAIServer:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = json.loads(body)
+        request = await _json_request(receive)
         self.bodies.append(request)
         if not request.get("stream"):
             payload = json.dumps(COMPLETION).encode()
