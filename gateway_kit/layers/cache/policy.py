@@ -16,7 +16,6 @@ one when PII masking is on, so keys hold no raw value either.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from collections.abc import Mapping
@@ -156,7 +155,7 @@ def _keyed(
     # With values, a list: no request's own fields can spell the same text.
     keyed: Any = canonical if not values else [canonical, sorted(values.items())]
     text = json.dumps(keyed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.digest(secret, text.encode(), "sha256").hex()[:32]
 
 
 def _text_of(content: Any) -> str | None:
