@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from dataclasses import field as _field
 from typing import Any
 
 from gateway_kit.cost.usage import Usage
@@ -59,8 +58,6 @@ class CachedAnswer:
     size: int = 0
     reported_usage: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None
-    #: ``body`` after its id and time, encoded once: every hit writes the same bytes.
-    _tail: bytes | None = _field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of_body(cls, document: Any, usage: Usage) -> CachedAnswer | None:
@@ -148,33 +145,27 @@ class CachedAnswer:
 
     def body(self) -> bytes:
         """A ``chat.completion`` body of this answer, with an id and a time of its own."""
-        tail = self._tail
-        if tail is None:
-            # Everything after ``created`` is the same for every serving: encoded once.
-            message = {"role": "assistant", "content": None, "refusal": None, **self.message}
-            document: dict[str, Any] = {
-                "model": self.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "logprobs": None,
-                        "finish_reason": self.finish_reason,
-                    }
-                ],
-                "usage": self.usage_json(),
-            }
-            if self.system_fingerprint is not None:
-                document["system_fingerprint"] = self.system_fingerprint
-            if self.extra:
-                document.update(self.extra)
-            tail = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()[1:]
-            object.__setattr__(self, "_tail", tail)
-        return b'{"id":"%s","object":"chat.completion","created":%d,%s' % (
-            _id().encode(),
-            int(time.time()),
-            tail,
-        )
+        message = {"role": "assistant", "content": None, "refusal": None, **self.message}
+        document: dict[str, Any] = {
+            "id": _id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason,
+                }
+            ],
+            "usage": self.usage_json(),
+        }
+        if self.system_fingerprint is not None:
+            document["system_fingerprint"] = self.system_fingerprint
+        if self.extra:
+            document.update(self.extra)
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
     def events(self, *, include_usage: bool) -> list[SSEEvent]:
         """The stream of this answer, ``[DONE]`` included."""

@@ -264,14 +264,13 @@ def test_an_answer_read_back_from_the_storage_is_the_same_answer() -> None:
 
 def test_each_serving_has_its_own_id_and_time_and_the_same_answer() -> None:
     kept = answer("Grüße \u2028 </script> «ok»")
-    first, second = kept.body(), kept.body()  # the second from the body encoded once
+    first, second = kept.body(), kept.body()
     assert list(json.loads(first)) == ["id", "object", "created", "model", "choices", "usage"]
     one, two = json.loads(first), json.loads(second)
     assert one.pop("id") != two.pop("id")
     assert abs(one.pop("created") - two.pop("created")) <= 1
     assert one == two
     assert one["choices"][0]["message"]["content"] == "Grüße \u2028 </script> «ok»"
-    assert CachedAnswer.of_bytes(kept.to_bytes()) == kept  # what was encoded is not compared
 
 
 def test_a_cut_or_truncated_stream_is_not_kept() -> None:
