@@ -14,13 +14,23 @@ So a match above the threshold must also keep, between the prompt cached and the
   ``Australia``) and **units and currencies** (``grams`` is not ``ounces``);
 - the same **language** (by its function words: English, French, German, Spanish, Italian,
   Portuguese, Dutch), so an answer never comes back in another;
+- the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``);
 - the same **order** of the content words both hold (``Is Paris north of Madrid`` is not
-  ``Is Madrid north of Paris``);
+  ``Is Madrid north of Paris``) and of the English **prepositions** (one text's are the
+  other's with some left out: ``Who wrote X`` is ``Who is the author of X``, but ``into
+  French`` is not ``from French``, nor ``a poem for my dog about my brother`` ``a poem about a
+  dog for my brother``). A sentence's English leading phrase, set off by its one comma and
+  opened by a preposition or a conjunction of time or condition, is read where it would stand
+  without the comma, at the sentence's end (``In Rust, how do I read a file?`` is ``How do I
+  read a file in Rust?``; ``From 10, subtract 3`` is ``Subtract 3 from 10``, not ``Subtract 10
+  from 3``; ``Sort the list, then reverse it`` keeps its order: no such phrase opens it);
 - no content word **added** without another replaced: ``a recipe for chocolate cake`` is not
   ``a vegan recipe for chocolate cake`` (a constraint more); and no word replaced by its
-  opposite (``mutable`` and ``immutable``, ``safe`` and ``unsafe``).
+  opposite (``mutable`` and ``immutable``, ``before`` and ``after``). Content words are those
+  that are no function words of the text's language (French ``son`` is English "son").
 
-Each check is a comparison of small tuples: a few microseconds.
+Each check is a comparison of small tuples, made only for a match above the threshold: about
+a tenth of a millisecond for two short prompts.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ import re
 import unicodedata
 from collections import Counter
 
-__all__ = ["same_meaning_words", "signature"]
+__all__ = ["in_plain_order", "same_meaning_words", "signature"]
 
 _URL = re.compile(r"https?://\S+|www\.\S+", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")
@@ -40,8 +50,9 @@ _IDENTIFIER = re.compile(
     r"\b(?:[A-Za-z]+_\w+|[a-z]+[A-Z]\w*|[A-Za-z_]\w*\.[A-Za-z_][\w.]*\w|[A-Za-z]+\d\w*)\b"
 )
 _SENTENCE_END = frozenset(".!?:;\n")
-#: Where the names are in a ``signature``.
+#: Where the names and the language are in a ``signature``.
 _NAMES = 6
+_LANGUAGE = 9
 
 
 def _listed(text: str) -> list[str]:
@@ -60,6 +71,23 @@ _NEGATIONS = frozenset(
     niet geen nooit zonder
     """)
 )
+#: Words whose opposite is another word, not a prefix: one replaced by the other changes the
+#: answer (``remove duplicates before sorting`` is not ``... after sorting``).
+_OPPOSITE_PAIRS = _listed("""
+    before after above below over under higher lower upper lower uppercase lowercase
+    increase decrease increasing decreasing ascending descending asc desc min max minimum maximum
+    first last earliest latest oldest newest old new older newer start end begin end left right
+    up down top bottom inner outer internal external input output import export send receive
+    push pop add remove add subtract plus minus multiply divide sum difference more less
+    most least larger smaller largest smallest bigger smaller biggest smallest longer shorter
+    longest shortest faster slower fastest slowest cheaper pricier cheapest priciest
+    heavier lighter heaviest lightest true false yes no win lose buy sell north south east west
+    hot cold warm cool even odd positive negative horizontal vertical rows columns row column
+    encrypt decrypt encode decode serialize deserialize compress decompress open close
+    client server sync async synchronous asynchronous implicit explicit inclusive exclusive
+    include exclude later earlier sooner later future past tomorrow yesterday next previous
+    forward backward forwards backwards forward back ahead behind
+    """)
 #: Prefixes that make a word its opposite (``un``safe, ``im``mutable, ``non``blocking).
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "non", "non-", "dis", "anti", "de")
 
@@ -98,6 +126,10 @@ _LANGUAGE_OF = {
     if _EVERY_FUNCTION_WORD[word] == 1
 }
 _FUNCTION = frozenset(_EVERY_FUNCTION_WORD) | _NEGATIONS
+#: A text's function words when its language is known: French ``son`` is English "son".
+_FUNCTION_IN = {
+    language: frozenset(words.split()) | _NEGATIONS for language, words in _FUNCTION_WORDS.items()
+}
 #: Units and currencies, as words: a change of one changes the answer.
 _UNITS = frozenset(
     _listed("""
@@ -114,9 +146,25 @@ _UNITS = frozenset(
     bit bits hertz watt watts volt volts percent percentage mph kph knots
     """)
 )
-#: A unit's symbol right after a number (``5 kg``, ``30°C``, ``10%``, ``2GB``).
-_UNIT_SYMBOL = re.compile(r"\d(?:[.,]\d+)?\s?(°?[A-Za-z]{1,3}|%|°|\$|€|£)(?![A-Za-z])")
+#: A unit's symbol right after a number (``5 kg``, ``30°C``, ``10%``, ``2GB``); a function
+#: word after the number and a space is none (``port 8080 on Linux``, ``2 to 3``).
+_UNIT_SYMBOL = re.compile(r"\d(?:[.,]\d+)?(\s?)(°?[A-Za-z]{1,3}|%|°|\$|€|£)(?![A-Za-z])")
 _CURRENCY = re.compile(r"[$€£¥₹]")
+#: The symbols of arithmetic and code, in order: ``2 + 3 * 4`` is not ``(2 + 3) * 4`` (nor
+#: with a times or division sign). Not ``-``: it joins words (``thank-you``) more often than
+#: it subtracts.
+_OPERATOR = re.compile(r"[+*/\u00d7\u00f7^=<>()\[\]{}]")
+#: English prepositions: one text's must be the other's with some left out, in the same
+#: order, since they say where a phrase attaches (``a poem for my dog about my brother`` is
+#: not ``a poem about a dog for my brother``) and which way it goes (``into French`` is not
+#: ``from French``).
+_PREPOSITIONS = frozenset(
+    _listed("""
+    in on for with without from as at by via to into onto about of over under above below
+    between among through across toward towards against within inside outside before after
+    during since until per like unlike besides except than
+    """)
+)
 
 
 def signature(text: str) -> tuple[object, ...]:
@@ -134,7 +182,11 @@ def signature(text: str) -> tuple[object, ...]:
     words = [_base(w.casefold()) for w in raw]
     units = (
         tuple(w for w in words if w in _UNITS),
-        tuple(u.casefold() for u in _UNIT_SYMBOL.findall(rest)),
+        tuple(
+            unit.casefold()
+            for space, unit in _UNIT_SYMBOL.findall(rest)
+            if not (space and unit.casefold() in _FUNCTION)
+        ),
         tuple(_CURRENCY.findall(rest)),
     )
     return (
@@ -146,17 +198,23 @@ def signature(text: str) -> tuple[object, ...]:
         negations,
         _names(rest),
         units,
+        tuple(_OPERATOR.findall(_QUOTED.sub(" ", rest))),
         _language(words),
     )
 
 
 def same_meaning_words(cached: str, new: str) -> bool:
     """Whether ``new`` may be answered with ``cached``'s answer as far as words go: the same
-    ``signature``, and the content words both hold in the same order."""
+    ``signature``, and the content words both hold in the same order (each prompt's leading
+    phrase, if it has one, read at its end: see ``in_plain_order``)."""
+    cached, new = in_plain_order(cached), in_plain_order(new)
     shape = signature(cached)
     if shape != signature(new):
         return False
-    first, second = _content(cached), _content(new)
+    if not _one_within_the_other(_prepositions(cached), _prepositions(new)):
+        return False  # a preposition replaced or moved: another direction, another attachment
+    language = str(shape[_LANGUAGE])
+    first, second = _content(cached, language), _content(new, language)
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
     old_words, new_words = set(first), set(second)
@@ -166,6 +224,52 @@ def same_meaning_words(cached: str, new: str) -> bool:
         return False
     shared = old_words & new_words
     return [w for w in first if w in shared] == [w for w in second if w in shared]
+
+
+#: The words that open an English leading phrase which reads the same at the end of the
+#: sentence: prepositions, and conjunctions of time and condition. Not ``then``, ``and`` nor
+#: a verb: ``Sort the list, then reverse it`` is not ``Reverse it, then sort the list``.
+_LEADING_PHRASE = frozenset(
+    _listed("""
+    in on for with without using from as at by via to into about regarding concerning of
+    when while if unless once since until before after during unlike besides given per
+    within under over through across inside outside between among
+    """)
+)
+_CLOSING = "?.!"
+#: Where a sentence ends: not in ``.txt`` nor ``3.5``.
+_SENTENCES = re.compile(r"(?<=[.?!])\s+|\n+")
+#: A comma, but not a number's thousands separator (``10,000``).
+_COMMA = re.compile(r"(?<!\d),|,(?!\d{3}\b)")
+
+
+def in_plain_order(text: str) -> str:
+    """``text`` with each sentence's English leading phrase moved to the sentence's end, where
+    it would stand without its comma (``In Rust, how do I read a file?`` -> ``how do I read a
+    file in Rust?``): in a sentence that holds exactly one comma (a number's thousands
+    separator is none), whose part before it opens with one of ``_LEADING_PHRASE``, runs for
+    at most eight words and quotes nothing, and whose part after it is no list. Any other
+    sentence as it is."""
+    if "," not in text:
+        return text
+    return " ".join(_sentence_in_plain_order(s) for s in _SENTENCES.split(text.strip()))
+
+
+def _sentence_in_plain_order(sentence: str) -> str:
+    commas = _COMMA.findall(sentence)
+    if len(commas) != 1:
+        return sentence
+    head, main = _COMMA.split(sentence, maxsplit=1)
+    head, main = head.strip(), main.strip()
+    words = head.split()
+    if not words or len(words) > 8 or words[0].casefold() not in _LEADING_PHRASE:
+        return sentence
+    if not main or _QUOTED.search(head) or any(mark in head for mark in '"`“”:;'):
+        return sentence
+    body = main.rstrip(_CLOSING)
+    if not body or any(mark in body for mark in ":;\n"):
+        return sentence
+    return f"{body} {head[0].lower()}{head[1:]}{main[len(body) :]}"
 
 
 def _base(word: str) -> str:
@@ -181,7 +285,10 @@ def _base(word: str) -> str:
 
 
 def _opposite(one: str, other: str) -> bool:
-    """Whether one word is the other with a negating prefix (``mutable``, ``immutable``)."""
+    """Whether one word is the other's opposite: with a negating prefix (``mutable``,
+    ``immutable``) or as listed (``before``, ``after``)."""
+    if frozenset((one, other)) in _OPPOSITES:
+        return True
     longer, shorter = (one, other) if len(one) > len(other) else (other, one)
     return any(longer == prefix + shorter for prefix in _NEGATING_PREFIXES)
 
@@ -190,15 +297,40 @@ def _negation(word: str) -> bool:
     return word in _NEGATIONS or word.endswith(("n't", "n\u2019t"))
 
 
-def _content(text: str) -> list[str]:
-    """The content words, in order, case and plural "s" aside (``list`` and ``lists``)."""
+def _content(text: str, language: str = "") -> list[str]:
+    """The content words, in order, case and plural "s" aside (``list`` and ``lists``): the
+    words that are not function words of ``language`` (of any language when it is unknown)."""
+    function = _FUNCTION_IN.get(language, _FUNCTION)
     out = []
     for word in _WORD.findall(_URL.sub(" ", text)):
         folded = _base(word.casefold())
-        if folded in _FUNCTION or folded.isdigit() or not folded:
+        if folded in function or folded.isdigit() or not folded:
             continue
-        out.append(folded[:-1] if len(folded) > 3 and folded.endswith("s") else folded)
+        out.append(_singular(folded))
     return out
+
+
+def _prepositions(text: str) -> list[str]:
+    return [w for w in (_base(w.casefold()) for w in _WORD.findall(text)) if w in _PREPOSITIONS]
+
+
+def _one_within_the_other(one: list[str], other: list[str]) -> bool:
+    """Whether the shorter list is the longer one with items left out (in the same order):
+    a preposition added (``Who wrote X`` / ``Who is the author of X``) passes, one replaced
+    (``into French`` / ``from French``) or two swapped does not."""
+    shorter, longer = (one, other) if len(one) <= len(other) else (other, one)
+    items = iter(longer)
+    return all(any(item == wanted for item in items) for wanted in shorter)
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+_OPPOSITES = frozenset(
+    frozenset((_singular(one), _singular(other)))
+    for one, other in zip(_OPPOSITE_PAIRS[::2], _OPPOSITE_PAIRS[1::2], strict=True)
+)
 
 
 def _names(text: str) -> tuple[str, ...] | None:

@@ -1,0 +1,120 @@
+"""The semantic cache's lexical guard, as plain functions (no ASGI): what two prompts must
+share word for word before one's answer serves the other."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway_kit.cache.guard import in_plain_order, same_meaning_words, signature
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("In Rust, how do I read a file?", "how do I read a file in Rust?"),
+        ("From 10, subtract 3", "subtract 3 from 10"),
+        ("If x is empty, return 0.", "return 0 if x is empty."),
+        ("With bash, how do I list .txt files?", "how do I list .txt files with bash?"),
+        # Left as they are: no leading phrase, a verb first, several commas, a quotation, a
+        # second sentence, a list after a colon, a long first part.
+        ("How do I read a file in Rust?", "How do I read a file in Rust?"),
+        ("Sort the list, then reverse it", "Sort the list, then reverse it"),
+        ("In Python, how do I sort, dedupe and sum?", "In Python, how do I sort, dedupe and sum?"),
+        ('In "Hamlet", who dies?', 'In "Hamlet", who dies?'),
+        ("In Python, sort it. Then sum it.", "sort it in Python. Then sum it."),
+        ("I bake. Without eggs, what binds?", "I bake. what binds without eggs?"),
+        ("If I invest $1,000 at 5%, what do I get?", "what do I get if I invest $1,000 at 5%?"),
+        ("For my sister's birthday, write a toast.", "write a toast for my sister's birthday."),
+        (
+            "Given sides of 3, 4 and 5, what is the area?",
+            "Given sides of 3, 4 and 5, what is the area?",
+        ),
+        ("In 'Hamlet', who dies?", "In 'Hamlet', who dies?"),
+        ("For dinner, cook: rice and beans", "For dinner, cook: rice and beans"),
+        (
+            "In the town where I grew up as a small child, what was there?",
+            "In the town where I grew up as a small child, what was there?",
+        ),
+    ],
+)
+def test_a_leading_phrase_is_read_where_it_would_stand_without_its_comma(
+    text: str, plain: str
+) -> None:
+    assert in_plain_order(text) == plain
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        (
+            "In JavaScript, what's the difference between let and const?",
+            "What's the difference between let and const in JavaScript?",
+        ),
+        (
+            "For 4 people, give me a recipe for chicken curry",
+            "Give me a recipe for chicken curry for 4 people",
+        ),
+        ("How many tablespoons are in a cup?", "In a cup, how many tablespoons are there?"),
+        (
+            "On Linux, how can I find which process is using port 8080?",
+            "How can I find which process is using port 8080 on Linux?",
+        ),
+        (
+            "Without using a loop, how do I sum a list in Python?",
+            "How do I sum a list in Python without using a loop?",
+        ),
+        ("From 10, subtract 3", "Subtract 3 from 10"),
+    ],
+)
+def test_the_same_request_with_its_leading_phrase_moved_passes(cached: str, new: str) -> None:
+    assert same_meaning_words(cached, new)
+    assert same_meaning_words(new, cached)
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        ("From 10, subtract 3", "Subtract 10 from 3"),
+        ("From 3, subtract 10", "Subtract 3 from 10"),
+        ("Sort the list, then reverse it", "Reverse the list, then sort it"),
+        (
+            "In Celsius, what is 100 degrees Fahrenheit?",
+            "What is 100 degrees Celsius in Fahrenheit?",
+        ),
+        ("In Python, how do I read a file?", "In Java, how do I read a file?"),
+        ("If the list is empty, return 0", "If the list is not empty, return 0"),
+        ("For my brother, write a poem about a dog.", "Write a poem for my dog about my brother."),
+        ("Into French, translate 'chat'.", "From French, translate 'chat'."),
+        ("For my teacher, write a note from my son.", "For my son, write a note from my teacher."),
+        ("What is 2 + 3 \u00d7 4?", "What is (2 + 3) \u00d7 4?"),
+        ("In Python, what is print('a' * 3 + 'b')?", "In Python, what is print('a' + 'b' * 3)?"),
+        ("What time will it be 2 hours later?", "What time was it 2 hours earlier?"),
+        ("convert list to tuple, in Python", "convert tuple to list in Python"),
+    ],
+)
+def test_what_order_or_a_word_changes_still_fails(cached: str, new: str) -> None:
+    assert not same_meaning_words(cached, new)
+    assert not same_meaning_words(new, cached)
+
+
+def test_a_function_word_after_a_number_is_no_unit_but_a_symbol_is() -> None:
+    units = 7  # where the units are in a signature
+    assert signature("use port 8080 on Linux")[units] == signature("on Linux use port 8080")[units]
+    assert signature("from 2 to 3")[units] == ((), (), ())
+    assert signature("5 kg of flour")[units] != signature("5 lb of flour")[units]
+    assert signature("5 in")[units] == ((), (), ())  # "in": a word, not inches
+    assert signature("5in")[units] == ((), ("in",), ())  # without the space: inches
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        ("Remove duplicates before sorting", "Remove duplicates after sorting"),
+        ("Sort the rows in ascending order", "Sort the rows in descending order"),
+        ("Find the largest number in the list", "Find the smallest number in the list"),
+        ("How do I encrypt a file with openssl?", "How do I decrypt a file with openssl?"),
+        ("Which foods are safe for dogs?", "Which foods are unsafe for dogs?"),
+    ],
+)
+def test_a_word_replaced_by_its_opposite_fails(cached: str, new: str) -> None:
+    assert not same_meaning_words(cached, new)
