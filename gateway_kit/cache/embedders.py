@@ -16,7 +16,9 @@ implements ``Embedder``: ``id`` and ``embed``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,16 +51,33 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[Vector]: ...
 
 
+@contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """Undo what the code inside does to the root logger: wordllama's modules configure it at
+    import (a stderr handler, level INFO), which would make the host application's every
+    INFO line print."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 class LocalEmbedder:
     """WordLlama ``l2_supercat`` 256-d, offline, from the files its wheel ships."""
 
     def __init__(self) -> None:
         try:
             import numpy as np
-            import wordllama
             from safetensors import safe_open
             from tokenizers import Tokenizer
-            from wordllama.inference import WordLlamaInference
+
+            with _root_logging_kept():  # wordllama calls logging.basicConfig(level=INFO)
+                import wordllama
+                from wordllama.inference import WordLlamaInference
         except ImportError as exc:
             raise MissingExtraError(
                 "cache.semantic", "the local embedder", extra="semantic", module="wordllama"

@@ -233,3 +233,22 @@ async def test_an_embedder_of_your_own() -> None:
             "What is the largest ocean on Earth?",
             "What is the biggest ocean on Earth?",
         ]
+
+
+def test_loading_the_local_embedder_leaves_the_applications_logging_alone() -> None:
+    """wordllama configures the root logger when it is imported (a stderr handler at INFO):
+    in the application that embeds the gateway, every library's INFO lines would print."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from gateway_kit.cache.embedders import LocalEmbedder\n"
+        "LocalEmbedder()\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), logging.getLevelName(root.level))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["0", "WARNING"]
