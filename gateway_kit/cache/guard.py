@@ -203,10 +203,13 @@ def signature(text: str) -> tuple[object, ...]:
     )
 
 
-def same_meaning_words(cached: str, new: str) -> bool:
+def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
     """Whether ``new`` may be answered with ``cached``'s answer as far as words go: the same
-    ``signature``, and the content words both hold in the same order (each prompt's leading
-    phrase, if it has one, read at its end: see ``in_plain_order``)."""
+    ``signature``, and the same content words in the same order (each prompt's leading phrase,
+    if it has one, read at its end: see ``in_plain_order``). ``lenient``: content words may
+    also have been replaced (``remove`` / ``eliminate``), when no more were added or left out
+    and none by its opposite; whether the replacement keeps the meaning is then the embedder's
+    call, which it cannot always make (``first`` / ``second``, ``buyer`` / ``seller``)."""
     cached, new = in_plain_order(cached), in_plain_order(new)
     shape = signature(cached)
     if shape != signature(new):
@@ -218,6 +221,8 @@ def same_meaning_words(cached: str, new: str) -> bool:
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
     old_words, new_words = set(first), set(second)
+    if old_words != new_words and not lenient:
+        return False
     if old_words != new_words and (old_words < new_words or new_words < old_words):
         return False  # words added, none replaced: a constraint more, or one less
     if any(_opposite(a, b) for a in old_words - new_words for b in new_words - old_words):

@@ -22,6 +22,11 @@ class SemanticCacheConfig(_Config):
     #: The cosine similarity at or above which a cached prompt may answer (then the lexical
     #: guard decides). Chosen on the labelled pairs of ``bench cache_pairs``.
     threshold: float = Field(default=0.93, gt=0.0, le=1.0)
+    #: The lexical guard: ``strict`` serves a match only when both prompts hold the same
+    #: content words (rephrased in function words, order of phrases, case, punctuation,
+    #: plurals and contractions); ``lenient`` also when words were replaced (synonyms), leaving
+    #: those to the embedder: more hits, and some wrong ones (see the README's figures).
+    guard: Literal["strict", "lenient"] = "strict"
     #: ``local``: WordLlama, offline (the ``semantic`` extra). Or the name of one of this
     #: gateway's embedding models (its ``/v1/embeddings``).
     embedder: str = "local"

@@ -351,11 +351,11 @@ async def test_with_the_shared_store_one_instance_serves_what_another_stored(
 
         assert await ask(first, "What is the largest ocean on Earth?") == "miss"
         assert await ask(second, "What is the largest ocean on Earth?") == "hit"
-        assert await ask(second, "What is the biggest ocean on Earth?") == "semantic"
+        assert await ask(second, "Which is the largest ocean on Earth?") == "semantic"
         assert await ask(second, "What is the largest ocean on Mars?") == "miss"
         # The first instance's mirror of the partition (read when it was empty) takes in the
         # other's additions from the change log.
-        assert await ask(first, "What is the biggest ocean on Mars?") == "semantic"
+        assert await ask(first, "Which is the largest ocean on Mars?") == "semantic"
         path = f"/api/v1/workspaces/{workspace.id}/cache"
         purge = await first.request("DELETE", path, headers={"authorization": f"Bearer {key}"})
         assert purge.json()["purged"] == 2  # Earth's answer and Mars's

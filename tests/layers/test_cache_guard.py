@@ -116,5 +116,18 @@ def test_a_function_word_after_a_number_is_no_unit_but_a_symbol_is() -> None:
         ("Which foods are safe for dogs?", "Which foods are unsafe for dogs?"),
     ],
 )
-def test_a_word_replaced_by_its_opposite_fails(cached: str, new: str) -> None:
+def test_a_word_replaced_by_its_opposite_fails_even_when_replacements_are_let_through(
+    cached: str, new: str
+) -> None:
+    assert not same_meaning_words(cached, new, lenient=True)
     assert not same_meaning_words(cached, new)
+
+
+def test_only_the_lenient_guard_lets_a_replaced_word_through() -> None:
+    cached = "How do I remove duplicates from a list in Python?"
+    synonym = "How do I eliminate duplicates from a list in Python?"
+    assert not same_meaning_words(cached, synonym)
+    assert same_meaning_words(cached, synonym, lenient=True)
+    # A word more is a constraint more, in either guard.
+    vegan = ("Give me a recipe for chocolate cake", "Give me a vegan recipe for chocolate cake")
+    assert not same_meaning_words(*vegan, lenient=True)

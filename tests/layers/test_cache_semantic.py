@@ -62,7 +62,7 @@ async def test_a_paraphrase_gets_the_answer_and_a_near_miss_does_not() -> None:
         env.upstream.json_body = answer("Use list(dict.fromkeys(items)).")
         first = await ask(env, "How do I remove duplicates from a list in Python?")
         assert first.headers["x-gateway-cache"] == "miss"
-        again = await ask(env, "How do I eliminate duplicates from a list in Python?")
+        again = await ask(env, "In Python, how can I remove the duplicates from a list?")
         assert again.headers["x-gateway-cache"] == "semantic"
         assert float(again.headers["x-gateway-cache-similarity"]) >= 0.93
         assert again.json()["choices"][0]["message"]["content"] == "Use list(dict.fromkeys(items))."
@@ -70,6 +70,16 @@ async def test_a_paraphrase_gets_the_answer_and_a_near_miss_does_not() -> None:
         near = await ask(env, "How do I remove duplicates from a list in JavaScript?")
         assert near.headers["x-gateway-cache"] == "miss"
         assert env.upstream.calls == 2
+
+
+async def test_a_replaced_word_is_served_only_by_the_lenient_guard() -> None:
+    for guard, state in (("strict", "miss"), ("lenient", "semantic")):
+        semantic = {"models": ["gpt-fake"], "guard": guard}
+        async with provisioned("scale", cache={"semantic": semantic}) as env:
+            env.upstream.json_body = answer("Use list(dict.fromkeys(items)).")
+            await ask(env, "How do I remove duplicates from a list in Python?")
+            again = await ask(env, "How do I eliminate duplicates from a list in Python?")
+            assert again.headers["x-gateway-cache"] == state, guard
 
 
 @pytest.mark.parametrize(
@@ -97,9 +107,9 @@ async def test_only_requests_of_the_same_partition_are_compared() -> None:
         await ask(env, "Who wrote Pride and Prejudice?")
         other_system = {"role": "system", "content": "Answer in one word."}
         for fields in ({"system": other_system}, {"max_tokens": 5}, {"seed": 3}):
-            response = await ask(env, "Who is the author of Pride and Prejudice?", **fields)
+            response = await ask(env, "Who was it that wrote Pride and Prejudice?", **fields)
             assert response.headers["x-gateway-cache"] == "miss", fields
-        hit = await ask(env, "Who is the author of Pride and Prejudice?")
+        hit = await ask(env, "Who was it that wrote Pride and Prejudice?")
         assert hit.headers["x-gateway-cache"] == "semantic"
 
 
@@ -107,7 +117,7 @@ async def test_a_workspace_turns_the_semantic_cache_on_for_itself() -> None:
     async with provisioned("scale") as env:
         env.upstream.json_body = answer("Jane Austen.")
         await ask(env, "Who wrote Pride and Prejudice?")
-        off = await ask(env, "Who is the author of Pride and Prejudice?")
+        off = await ask(env, "Who was it that wrote Pride and Prejudice?")
         assert off.headers["x-gateway-cache"] == "miss"  # not on for this model
         path = f"/api/v1/workspaces/{env.workspace_id}/cache"
         turned = await env.recorder.request(
@@ -116,13 +126,13 @@ async def test_a_workspace_turns_the_semantic_cache_on_for_itself() -> None:
         assert turned.status == 200
         assert turned.json()["semantic"] is True
         await ask(env, "Who wrote Pride and Prejudice?", max_tokens=50)
-        on = await ask(env, "Who is the author of Pride and Prejudice?", max_tokens=50)
+        on = await ask(env, "Who was it that wrote Pride and Prejudice?", max_tokens=50)
         assert on.headers["x-gateway-cache"] == "semantic"
         other = await env.gateway.workspaces.create("other@example.com", plan="scale")
         made = await env.gateway.keys.create(other.id)
         await ask(env, "Who wrote Pride and Prejudice?", key=made.secret, max_tokens=50)
         theirs = await ask(
-            env, "Who is the author of Pride and Prejudice?", key=made.secret, max_tokens=50
+            env, "Who was it that wrote Pride and Prejudice?", key=made.secret, max_tokens=50
         )
         assert theirs.headers["x-gateway-cache"] == "miss"
         bad = await env.recorder.request(
@@ -136,7 +146,7 @@ async def test_semantic_hits_and_the_similarity_histogram_are_counted() -> None:
     async with provisioned("scale", **SEMANTIC) as env:
         env.upstream.json_body = answer("Pacific.")
         await ask(env, "What is the largest ocean on Earth?")
-        await ask(env, "What is the biggest ocean on Earth?")  # semantic
+        await ask(env, "Which is the largest ocean on Earth?")  # semantic
         await ask(env, "What is the deepest lake on Earth?")  # a miss, compared
         stats = await env.recorder.request(
             "GET", f"/api/v1/workspaces/{env.workspace_id}/cache", headers=env.auth()
@@ -160,7 +170,7 @@ async def test_the_providers_embeddings_as_the_embedder(monkeypatch: pytest.Monk
     async with embedding_upstream(monkeypatch, vectors) as env:
         env.upstream.json_body = answer("Pacific.")
         await ask(env, "What is the largest ocean on Earth?")
-        hit = await ask(env, "What is the biggest ocean on Earth?")
+        hit = await ask(env, "Which is the largest ocean on Earth?")
         assert hit.headers["x-gateway-cache"] == "semantic"
         assert hit.headers["x-gateway-cache-similarity"] == "1.0000"
         near = await ask(env, "What is the largest ocean on Mars?")
@@ -205,7 +215,27 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     ]
     assert false_hits == []
     paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
-    assert paraphrases >= 100
+    assert paraphrases >= 99
+
+
+def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> None:
+    """``guard = "lenient"`` leaves replaced words to the embedder: the README's figures."""
+    from gateway_kit.cache.embedders import LocalEmbedder
+    from gateway_kit.cache.guard import same_meaning_words
+    from gateway_kit.config.cache import SemanticCacheConfig
+
+    threshold = SemanticCacheConfig().threshold
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    embedder = LocalEmbedder()
+    cached = embedder.embed_now([p["a"] for p in pairs])
+    new = embedder.embed_now([p["b"] for p in pairs])
+    served = [
+        p["label"]
+        for p, x, y in zip(pairs, cached, new, strict=True)
+        if float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"], lenient=True)
+    ]
+    assert served.count("paraphrase") >= 118
+    assert served.count("near_miss") <= 6
 
 
 async def test_an_embedder_of_your_own() -> None:
@@ -227,11 +257,11 @@ async def test_an_embedder_of_your_own() -> None:
         env.gateway.cache.use(embedder=mine)
         env.upstream.json_body = answer("Pacific.")
         await ask(env, "What is the largest ocean on Earth?")
-        hit = await ask(env, "What is the biggest ocean on Earth?")
+        hit = await ask(env, "Which is the largest ocean on Earth?")
         assert hit.headers["x-gateway-cache"] == "semantic"
         assert mine.texts == [
             "What is the largest ocean on Earth?",
-            "What is the biggest ocean on Earth?",
+            "Which is the largest ocean on Earth?",
         ]
 
 

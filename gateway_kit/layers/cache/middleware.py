@@ -260,8 +260,9 @@ class CacheMiddleware(GatewayLayer):
             return None
         found: CachedAnswer | None = None
         similarity = None
+        lenient = config.guard == "lenient"
         for match in matches:
-            if not same_meaning_words(match.entry.text, text):
+            if not same_meaning_words(match.entry.text, text, lenient=lenient):
                 continue
             try:
                 found = await cache.store.get(match.entry.key)
