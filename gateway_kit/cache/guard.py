@@ -277,14 +277,24 @@ def _sentence_in_plain_order(sentence: str) -> str:
     return f"{body} {head[0].lower()}{head[1:]}{main[len(body) :]}"
 
 
+#: French and Italian elided words: the word is what follows them (``l'Australie``).
+_ELIDED = frozenset(
+    _listed("""
+    l d j m n s t c qu jusqu lorsqu puisqu quoiqu dell nell all dall sull quell un
+    """)
+)
+
+
 def _base(word: str) -> str:
     """A word without its clitic: ``what's`` -> ``what``, ``france's`` -> ``france``,
-    ``don't`` -> ``do`` (the negation is counted apart)."""
+    ``don't`` -> ``do`` (the negation is counted apart), ``l'Australie`` -> ``Australie``."""
     for mark in ("'", "\u2019"):
         if mark in word:
             base, _, suffix = word.partition(mark)
             if suffix == "t" and base.endswith("n"):
                 return base[:-1] if base not in ("can", "won") else base
+            if base.casefold() in _ELIDED and suffix:
+                return suffix
             return base
     return word
 

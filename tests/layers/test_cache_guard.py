@@ -131,3 +131,12 @@ def test_only_the_lenient_guard_lets_a_replaced_word_through() -> None:
     # A word more is a constraint more, in either guard.
     vegan = ("Give me a recipe for chocolate cake", "Give me a vegan recipe for chocolate cake")
     assert not same_meaning_words(*vegan, lenient=True)
+
+
+def test_an_elided_article_is_not_the_word() -> None:
+    """French ``l'Australie``: the word is what follows the apostrophe (English ``what's``:
+    what comes before it)."""
+    australia = "Quelle est la capitale de l'Australie ?"
+    assert not same_meaning_words(australia, "Quelle est la capitale de l'Autriche ?")
+    assert same_meaning_words(australia, "quelle est la capitale de l'Australie")
+    assert same_meaning_words("What's the capital of France?", "What is the capital of France")
