@@ -24,10 +24,12 @@ So a match above the threshold must also keep, between the prompt cached and the
   without the comma, at the sentence's end (``In Rust, how do I read a file?`` is ``How do I
   read a file in Rust?``; ``From 10, subtract 3`` is ``Subtract 3 from 10``, not ``Subtract 10
   from 3``; ``Sort the list, then reverse it`` keeps its order: no such phrase opens it);
-- no content word **added** without another replaced: ``a recipe for chocolate cake`` is not
-  ``a vegan recipe for chocolate cake`` (a constraint more); and no word replaced by its
-  opposite (``mutable`` and ``immutable``, ``before`` and ``after``). Content words are those
-  that are no function words of the text's language (French ``son`` is English "son").
+- the same **content words** (those that are no function words of the text's language:
+  French ``son`` is English "son"): none added (``a recipe for chocolate cake`` is not ``a
+  vegan recipe for chocolate cake``: a constraint more), none replaced (``the first
+  occurrence`` is not ``every occurrence``; an embedding cannot tell those apart). With
+  ``lenient``, a word may be replaced (a synonym, left to the embedder), but not by its
+  opposite (``mutable`` and ``immutable``, ``before`` and ``after``).
 
 Each check is a comparison of small tuples, made only for a match above the threshold: about
 a tenth of a millisecond for two short prompts.
