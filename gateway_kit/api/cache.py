@@ -48,6 +48,7 @@ async def cache_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
         "semantic": settings.semantic,
         "semantic_models": list(config.semantic.models),
         "semantic_threshold": config.semantic.threshold,
+        "semantic_guard": config.semantic.guard,
         "hits": stats.hits,
         "semantic_hits": stats.semantic_hits,
         "misses": stats.misses,

@@ -125,6 +125,10 @@ async def test_a_workspace_turns_the_semantic_cache_on_for_itself() -> None:
         )
         assert turned.status == 200
         assert turned.json()["semantic"] is True
+        assert (turned.json()["semantic_threshold"], turned.json()["semantic_guard"]) == (
+            0.93,
+            "strict",
+        )
         await ask(env, "Who wrote Pride and Prejudice?", max_tokens=50)
         on = await ask(env, "Who was it that wrote Pride and Prejudice?", max_tokens=50)
         assert on.headers["x-gateway-cache"] == "semantic"
