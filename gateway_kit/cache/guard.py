@@ -15,6 +15,8 @@ So a match above the threshold must also keep, between the prompt cached and the
 - the same **language** (by its function words: English, French, German, Spanish, Italian,
   Portuguese, Dutch), so an answer never comes back in another;
 - the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``);
+- the same **tense and mood** as English auxiliaries give them (``Is Pluto a planet?`` is not
+  ``Was Pluto a planet?``, nor ``should`` ``must``; ``How do I`` is ``How can I``);
 - the same **order** of the content words both hold (``Is Paris north of Madrid`` is not
   ``Is Madrid north of Paris``) and of the English **prepositions** (one text's are the
   other's with some left out: ``Who wrote X`` is ``Who is the author of X``, but ``into
@@ -54,7 +56,7 @@ _IDENTIFIER = re.compile(
 _SENTENCE_END = frozenset(".!?:;\n")
 #: Where the names and the language are in a ``signature``.
 _NAMES = 6
-_LANGUAGE = 9
+_LANGUAGE = 10
 
 
 def _listed(text: str) -> list[str]:
@@ -182,6 +184,7 @@ def signature(text: str) -> tuple[object, ...]:
     raw = _WORD.findall(rest)
     negations = sum(1 for w in raw if _negation(w.casefold()))
     words = [_base(w.casefold()) for w in raw]
+    language = _language(words)
     units = (
         tuple(w for w in words if w in _UNITS),
         tuple(
@@ -201,7 +204,8 @@ def signature(text: str) -> tuple[object, ...]:
         _names(rest),
         units,
         tuple(_OPERATOR.findall(_QUOTED.sub(" ", rest))),
-        _language(words),
+        _tenses(raw, language),
+        language,
     )
 
 
@@ -325,6 +329,37 @@ def _content(text: str, language: str = "") -> list[str]:
             continue
         out.append(_singular(folded))
     return out
+
+
+#: English auxiliaries by the tense or mood they give a question (``Is Pluto a planet?`` is
+#: not ``Was Pluto a planet?``). The present is no mark (``What is 15% of 80?`` asks what
+#: ``Calculate 15% of 80`` does), nor are ``do``, ``can`` and ``could`` (``How do I`` and
+#: ``How can I``); every other modal is its own.
+_TENSE_OF = {
+    **dict.fromkeys(_listed("was were did had"), "past"),
+    **dict.fromkeys(_listed("will 'll wo"), "future"),
+    **{w: w for w in _listed("would should shall may might must 'd")},
+}
+
+
+def _tenses(raw: list[str], language: str) -> tuple[str, ...]:
+    """The tenses and moods an English text's auxiliaries give it (contractions included:
+    ``didn't``, ``won't``, ``they'll``), each once, sorted. German ``was`` is "what": a text
+    in another language has none."""
+    if language not in ("en", ""):
+        return ()
+    found = set()
+    for token in raw:
+        word = token.casefold().replace("\u2019", "'")
+        base, mark, suffix = word.partition("'")
+        if mark and suffix == "t" and base.endswith("n"):
+            word = base[:-1]  # didn't -> did, won't -> wo, can't -> ca
+        elif mark and base not in _ELIDED:
+            word = "'" + suffix  # what's -> 's, they'll -> 'll
+        tense = _TENSE_OF.get(word)
+        if tense is not None:
+            found.add(tense)
+    return tuple(sorted(found))
 
 
 def _prepositions(text: str) -> list[str]:

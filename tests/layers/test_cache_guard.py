@@ -140,3 +140,22 @@ def test_an_elided_article_is_not_the_word() -> None:
     assert not same_meaning_words(australia, "Quelle est la capitale de l'Autriche ?")
     assert same_meaning_words(australia, "quelle est la capitale de l'Australie")
     assert same_meaning_words("What's the capital of France?", "What is the capital of France")
+
+
+@pytest.mark.parametrize(
+    ("cached", "new", "same"),
+    [
+        ("Is Pluto a planet?", "Was Pluto a planet?", False),
+        ("Who is the CEO of Twitter?", "Who was the CEO of Twitter?", False),
+        ("What was the population of Tokyo?", "What will the population of Tokyo be?", False),
+        ("What did Einstein discover?", "What would Einstein discover?", False),
+        ("Should I drink coffee?", "Must I drink coffee?", False),
+        ("Who won't win the cup?", "Who didn't win the cup?", False),
+        ("How do I reverse a list in Python?", "How can I reverse a list in Python?", True),
+        ("What's the capital of France?", "What is the capital of France?", True),
+        ("Was ist die Hauptstadt von Spanien?", "Was ist die Hauptstadt von Spanien", True),
+    ],
+)
+def test_the_tense_an_auxiliary_gives_a_question_is_kept(cached: str, new: str, same: bool) -> None:
+    assert same_meaning_words(cached, new) is same
+    assert same_meaning_words(cached, new, lenient=True) is same
