@@ -27,11 +27,13 @@ So a match above the threshold must also keep, between the prompt cached and the
   read a file in Rust?``; ``From 10, subtract 3`` is ``Subtract 3 from 10``, not ``Subtract 10
   from 3``; ``Sort the list, then reverse it`` keeps its order: no such phrase opens it);
 - the same **content words** (those that are no function words of the text's language:
-  French ``son`` is English "son"): none added (``a recipe for chocolate cake`` is not ``a
-  vegan recipe for chocolate cake``: a constraint more), none replaced (``the first
-  occurrence`` is not ``every occurrence``; an embedding cannot tell those apart). With
-  ``lenient``, a word may be replaced (a synonym, left to the embedder), but not by its
-  opposite (``mutable`` and ``immutable``, ``before`` and ``after``).
+  French ``son`` is English "son"; in English also the question word, the person, ``and``
+  and ``or``, and how many: ``Why`` is not ``When``, ``Can I`` is not ``Can they``): none
+  added (``a recipe for chocolate cake`` is not ``a vegan recipe for chocolate cake``: a
+  constraint more), none replaced (``the first occurrence`` is not ``every occurrence``; an
+  embedding cannot tell those apart). With ``lenient``, a word may be replaced (a synonym,
+  left to the embedder), but not by its opposite (``mutable`` and ``immutable``, ``before``
+  and ``after``) nor one of those English function words by another.
 
 Each check is a comparison of small tuples, made only for a match above the threshold: about
 a tenth of a millisecond for two short prompts.
@@ -227,8 +229,8 @@ def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
     old_words, new_words = set(first), set(second)
-    if old_words != new_words and not lenient:
-        return False
+    if old_words != new_words and (not lenient or (old_words ^ new_words) & _ASKED):
+        return False  # a word replaced (lenient: a question word, a person, and/or, how many)
     if old_words != new_words and (old_words < new_words or new_words < old_words):
         return False  # words added, none replaced: a constraint more, or one less
     if any(_opposite(a, b) for a in old_words - new_words for b in new_words - old_words):
@@ -318,13 +320,38 @@ def _negation(word: str) -> bool:
     return word in _NEGATIONS or word.endswith(("n't", "n\u2019t"))
 
 
+#: English function words that change what is asked: the question word (``Why did Rome
+#: fall?`` is not ``When did Rome fall?``; ``which`` asks what ``what`` does), the person
+#: (``Can I vote?``, ``Can they vote?``; ``my IP``, ``your IP``), ``and`` and ``or``, and how
+#: many (``some``, ``any``). Counted as content words.
+_ASKING = {
+    **{
+        w: w
+        for w in _listed("""
+        how why when where who whom whose what
+        i me my mine myself you your yours yourself he him his she her hers it its we us our
+        ours they them their theirs and or nor but some any all every each both either few
+        many much""")
+    },
+    "which": "what",
+}
+
+
+_ASKED = frozenset(_ASKING.values())
+
+
 def _content(text: str, language: str = "") -> list[str]:
     """The content words, in order, case and plural "s" aside (``list`` and ``lists``): the
-    words that are not function words of ``language`` (of any language when it is unknown)."""
+    words that are not function words of ``language`` (of any language when it is unknown),
+    with English's ``_ASKING`` words among them."""
     function = _FUNCTION_IN.get(language, _FUNCTION)
+    asking = _ASKING if language in ("en", "") else {}
     out = []
     for word in _WORD.findall(_URL.sub(" ", text)):
         folded = _base(word.casefold())
+        if folded in asking:
+            out.append(asking[folded])
+            continue
         if folded in function or folded.isdigit() or not folded:
             continue
         out.append(_singular(folded))

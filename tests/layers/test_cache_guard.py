@@ -159,3 +159,21 @@ def test_an_elided_article_is_not_the_word() -> None:
 def test_the_tense_an_auxiliary_gives_a_question_is_kept(cached: str, new: str, same: bool) -> None:
     assert same_meaning_words(cached, new) is same
     assert same_meaning_words(cached, new, lenient=True) is same
+
+
+@pytest.mark.parametrize(
+    ("cached", "new", "same"),
+    [
+        ("Why did the Roman Empire fall?", "When did the Roman Empire fall?", False),
+        ("Where was Mozart born?", "When was Mozart born?", False),
+        ("Can I vote at 17 in Austria?", "Can they vote at 17 in Austria?", False),
+        ("What is my IP address?", "What is your IP address?", False),
+        ("Is coffee or tea healthier?", "Is coffee and tea healthier?", False),
+        ("Write a poem about the sea for me", "Write a poem about me for the sea", False),
+        ("What is the capital of Australia?", "Which is the capital of Australia?", True),
+        ("Can a dog eat grapes?", "Can the dog eat grapes?", True),
+    ],
+)
+def test_the_question_word_the_person_and_or_are_kept(cached: str, new: str, same: bool) -> None:
+    assert same_meaning_words(cached, new) is same
+    assert same_meaning_words(cached, new, lenient=True) is same
