@@ -7,14 +7,17 @@ So a match above the threshold must also keep, between the prompt cached and the
 
 - the same **numbers**, in the same order (``15% of 80`` is not ``15% of 90``);
 - the same **placeholders** (PII masking's ``<EMAIL_12>``), **URLs**, **code identifiers**
-  (``snake_case``, ``camelCase``, ``dotted.names``, ``` `quoted` ```, words with digits) and
-  **quoted text**;
+  (``snake_case``, ``camelCase``, ``dotted.names``, ``` `quoted` ```, words with digits),
+  **quoted text** with its kind of quotation mark (in code ``'$HOME'`` is not ``"$HOME"``),
+  and the **text after a colon** as it is (the text to work on: ``Translate to Spanish: I
+  live here.`` is not ``...: I live there.``);
 - the same **negations** (``not``, ``n't``, ``never``, ``without``... in the languages below);
 - the same **names** (capitalised words not opening a sentence: ``Austria`` is not
   ``Australia``) and **units and currencies** (``grams`` is not ``ounces``);
 - the same **language** (by its function words: English, French, German, Spanish, Italian,
   Portuguese, Dutch), so an answer never comes back in another;
-- the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``);
+- the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``,
+  ``a.b`` not ``a\\.b``);
 - the same **tense and mood** as English auxiliaries give them (``Is Pluto a planet?`` is not
   ``Was Pluto a planet?``, nor ``should`` ``must``; ``How do I`` is ``How can I``);
 - the same **order** of the content words both hold (``Is Paris north of Madrid`` is not
@@ -58,7 +61,7 @@ _IDENTIFIER = re.compile(
 _SENTENCE_END = frozenset(".!?:;\n")
 #: Where the names and the language are in a ``signature``.
 _NAMES = 6
-_LANGUAGE = 10
+_LANGUAGE = 11
 
 
 def _listed(text: str) -> list[str]:
@@ -159,7 +162,12 @@ _CURRENCY = re.compile(r"[$€£¥₹]")
 #: The symbols of arithmetic and code, in order: ``2 + 3 * 4`` is not ``(2 + 3) * 4`` (nor
 #: with a times or division sign). Not ``-``: it joins words (``thank-you``) more often than
 #: it subtracts.
-_OPERATOR = re.compile(r"[+*/\u00d7\u00f7^=<>()\[\]{}]")
+_OPERATOR = re.compile(r"[+*/\u00d7\u00f7^=<>()\[\]{}\\|&~@]")
+_QUOTE_KIND = {"“": '"'}
+#: Text given to work on, after a colon: ``Translate to Spanish: I live here.`` is not
+#: ``...: I live there.``, nor ``I'm sorry, I love you.`` ``I'm sorry I love you.``. Not the
+#: colon of a time (``9:00``).
+_PAYLOAD = re.compile(r"(?<!\d):\s+(\S.*)", re.DOTALL)
 #: English prepositions: one text's must be the other's with some left out, in the same
 #: order, since they say where a phrase attaches (``a poem for my dog about my brother`` is
 #: not ``a poem about a dog for my brother``) and which way it goes (``into French`` is not
@@ -180,7 +188,8 @@ def signature(text: str) -> tuple[object, ...]:
     urls = tuple(_URL.findall(normalized))
     rest = _URL.sub(" ", normalized)
     placeholders = tuple(_PLACEHOLDER.findall(rest))
-    quoted = tuple(q.strip("`\"“”'").casefold() for q in _QUOTED.findall(rest))
+    # With its quotation mark: in code '$HOME' is not "$HOME" (“ and ” are " in prose).
+    quoted = tuple((_QUOTE_KIND.get(q[0], q[0]), q[1:-1].casefold()) for q in _QUOTED.findall(rest))
     identifiers = tuple(i.casefold() for i in _IDENTIFIER.findall(rest))
     numbers = tuple(n.replace(",", ".") for n in _NUMBER.findall(_PLACEHOLDER.sub(" ", rest)))
     raw = _WORD.findall(rest)
@@ -206,9 +215,17 @@ def signature(text: str) -> tuple[object, ...]:
         _names(rest),
         units,
         tuple(_OPERATOR.findall(_QUOTED.sub(" ", rest))),
+        _payload(rest),
         _tenses(raw, language),
         language,
     )
+
+
+def _payload(text: str) -> str:
+    """What follows a text's first colon (whitespace collapsed): the text to work on, compared
+    as it is (``""``: no colon)."""
+    found = _PAYLOAD.search(text)
+    return " ".join(found.group(1).split()) if found else ""
 
 
 def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
@@ -252,6 +269,8 @@ _LEADING_PHRASE = frozenset(
 _CLOSING = "?.!"
 #: Where a sentence ends: not in ``.txt`` nor ``3.5``.
 _SENTENCES = re.compile(r"(?<=[.?!])\s+|\n+")
+#: A colon, but not a time's (``9:00``).
+_COLON = re.compile(r"(?<!\d):|:(?!\d)")
 #: A comma, but not a number's thousands separator (``10,000``).
 _COMMA = re.compile(r"(?<!\d),|,(?!\d{3}\b)")
 
@@ -277,10 +296,10 @@ def _sentence_in_plain_order(sentence: str) -> str:
     words = head.split()
     if not words or len(words) > 8 or words[0].casefold() not in _LEADING_PHRASE:
         return sentence
-    if not main or _QUOTED.search(head) or any(mark in head for mark in '"`“”:;'):
+    if not main or _QUOTED.search(head) or _COLON.search(head) or any(m in head for m in '"`“”;'):
         return sentence
     body = main.rstrip(_CLOSING)
-    if not body or any(mark in body for mark in ":;\n"):
+    if not body or _COLON.search(body) or any(mark in body for mark in ";\n"):
         return sentence
     return f"{body} {head[0].lower()}{head[1:]}{main[len(body) :]}"
 

@@ -177,3 +177,38 @@ def test_the_tense_an_auxiliary_gives_a_question_is_kept(cached: str, new: str, 
 def test_the_question_word_the_person_and_or_are_kept(cached: str, new: str, same: bool) -> None:
     assert same_meaning_words(cached, new) is same
     assert same_meaning_words(cached, new, lenient=True) is same
+
+
+@pytest.mark.parametrize(
+    ("cached", "new", "same"),
+    [
+        ("Translate to Spanish: I live here.", "Translate to Spanish: I live there.", False),
+        (
+            "Translate into French: I'm sorry, I love you.",
+            "Translate into French: I'm sorry I love you.",
+            False,
+        ),
+        (
+            "Translate to Spanish: a dog bit the man.",
+            "Translate to Spanish: the dog bit a man.",
+            False,
+        ),
+        (
+            "Translate to Spanish: a dog bit the man.",
+            "Translate to Spanish:  a dog bit the man. ",
+            True,
+        ),
+        ("In bash, what does echo '$HOME' print?", 'In bash, what does echo "$HOME" print?', False),
+        ('What does "carpe diem" mean?', "What does \u201ccarpe diem\u201d mean?", True),
+        ("What does the regex a.b match?", "What does the regex a\\.b match?", False),
+        (
+            "If I leave at 9:00 am, when do I arrive?",
+            "When do I arrive if I leave at 9:00 am?",
+            True,
+        ),
+    ],
+)
+def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
+    cached: str, new: str, same: bool
+) -> None:
+    assert same_meaning_words(cached, new) is same

@@ -219,7 +219,7 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     ]
     assert false_hits == []
     paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
-    assert paraphrases >= 97
+    assert paraphrases >= 112
 
 
 def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> None:
@@ -238,8 +238,8 @@ def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> Non
         for p, x, y in zip(pairs, cached, new, strict=True)
         if float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"], lenient=True)
     ]
-    assert served.count("paraphrase") >= 116
-    assert served.count("near_miss") <= 5
+    assert served.count("paraphrase") >= 131
+    assert served.count("near_miss") <= 15
 
 
 async def test_an_embedder_of_your_own() -> None:
