@@ -10,7 +10,8 @@
    labelled pairs (``data/cache_pairs.jsonl``) replayed through the in-process stack with the
    semantic cache on: each pair's first prompt, the same again (an exact hit), then the second
    (a paraphrase to serve, or a near miss never to serve): the hit rates, the false-hit rate and
-   each outcome's p50; and, for reference, the pairs' outcomes with the lenient guard.
+   each outcome's p50; and, for reference, the pairs' outcomes with the lenient guard, and
+   those of ``data/cache_pairs_adversarial.jsonl`` (pairs written to get past the guard).
 3. **Memory** (target: bounded by the configured size): 3x ``max_entries`` distinct answers
    through a store bounded to 2,000 entries and 2 MB; its entries, bytes and Python memory.
 4. **Hits against misses over loopback at c=32** (target: hits at least 5x the req/s of
@@ -47,6 +48,8 @@ HIT_P50_MS = 1.0
 HIT_RPS_RATIO = 5.0
 SEMANTIC_P50_MS = 15.0
 PAIRS = Path(__file__).parent / "data" / "cache_pairs.jsonl"
+#: Pairs written knowing the guard's rules, to get past them (see the README).
+ADVERSARIAL = Path(__file__).parent / "data" / "cache_pairs_adversarial.jsonl"
 OFF, ON = "cache off (misses)", "cache on (hits)"
 BARE_OFF, BARE_ON = "no Auth/Limits, misses", "no Auth/Limits, hits"
 QUESTION = {
@@ -389,31 +392,37 @@ def _report_semantic(args: argparse.Namespace) -> bool:
     )
     for state, latencies in sorted(replay["latencies"].items()):
         print(f"  {state:<9} p50 {_median_p50(latencies):.3f} ms over {len(latencies)} requests")
-    lenient = _lenient_pairs()
+    lenient = _guard_outcomes(PAIRS, lenient=True)
     print(
         f'with guard = "lenient" (replaced words left to the embedder), the same pairs: '
         f"paraphrases served {lenient['paraphrase']}, near misses served "
         f"{lenient['near_miss']} (not the default; for reference)"
     )
+    attack = _guard_outcomes(ADVERSARIAL, lenient=False)
+    print(
+        f"{ADVERSARIAL.name}, written to pass the guard's rules (for reference): paraphrases "
+        f"served {attack['paraphrase']}, near misses served {attack['near_miss']}"
+    )
     print(flush=True)
     return passed and false_hits == 0
 
 
-def _lenient_pairs() -> dict[str, str]:
-    """The labelled pairs' outcomes with the lenient guard at the default threshold."""
+def _guard_outcomes(path: Path, *, lenient: bool) -> dict[str, str]:
+    """The outcomes of the pairs in ``path`` with the local embedder, the default threshold
+    and the guard (``lenient`` or strict): served over all, by label."""
     from gateway_kit.cache.embedders import LocalEmbedder
     from gateway_kit.cache.guard import same_meaning_words
     from gateway_kit.config.cache import SemanticCacheConfig
 
     threshold = SemanticCacheConfig().threshold
-    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    pairs = [json.loads(line) for line in path.read_text().splitlines()]
     embedder = LocalEmbedder()
     firsts = embedder.embed_now([pair["a"] for pair in pairs])
     seconds = embedder.embed_now([pair["b"] for pair in pairs])
     served: dict[str, list[bool]] = {"paraphrase": [], "near_miss": []}
     for pair, first, second in zip(pairs, firsts, seconds, strict=True):
         hit = float(first @ second) >= threshold and same_meaning_words(
-            pair["a"], pair["b"], lenient=True
+            pair["a"], pair["b"], lenient=lenient
         )
         served[pair["label"]].append(hit)
     return {

@@ -53,7 +53,8 @@ __all__ = ["in_plain_order", "same_meaning_words", "signature"]
 _URL = re.compile(r"https?://\S+|www\.\S+", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<[A-Z][A-Z0-9_]*_\d+>")
 _QUOTED = re.compile(r"`[^`]+`|\"[^\"]+\"|“[^”]+”|(?<!\w)'[^'\n]+'(?!\w)")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+#: A number, with its minus sign (``-9``; not the hyphen of ``3-4``).
+_NUMBER = re.compile(r"(?:(?<![\w)\]])[-\u2212])?\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*|[\w.]*\w", re.UNICODE)
 _IDENTIFIER = re.compile(
     r"\b(?:[A-Za-z]+_\w+|[a-z]+[A-Z]\w*|[A-Za-z_]\w*\.[A-Za-z_][\w.]*\w|[A-Za-z]+\d\w*)\b"
@@ -61,7 +62,7 @@ _IDENTIFIER = re.compile(
 _SENTENCE_END = frozenset(".!?:;\n")
 #: Where the names and the language are in a ``signature``.
 _NAMES = 6
-_LANGUAGE = 11
+_LANGUAGE = 13
 
 
 def _listed(text: str) -> list[str]:
@@ -164,6 +165,8 @@ _CURRENCY = re.compile(r"[$€£¥₹]")
 #: it subtracts.
 _OPERATOR = re.compile(r"[+*/\u00d7\u00f7^=<>()\[\]{}\\|&~@]")
 _QUOTE_KIND = {"“": '"'}
+_LETTERS = re.compile(r"[^\W_]+")
+_WORD_OR_COMMA = re.compile(rf"{_WORD.pattern}|(?<!\d),|,(?!\d{{3}}\b)")
 #: Text given to work on, after a colon: ``Translate to Spanish: I live here.`` is not
 #: ``...: I live there.``, nor ``I'm sorry, I love you.`` ``I'm sorry I love you.``. Not the
 #: colon of a time (``9:00``).
@@ -191,7 +194,10 @@ def signature(text: str) -> tuple[object, ...]:
     # With its quotation mark: in code '$HOME' is not "$HOME" (“ and ” are " in prose).
     quoted = tuple((_QUOTE_KIND.get(q[0], q[0]), q[1:-1].casefold()) for q in _QUOTED.findall(rest))
     identifiers = tuple(i.casefold() for i in _IDENTIFIER.findall(rest))
-    numbers = tuple(n.replace(",", ".") for n in _NUMBER.findall(_PLACEHOLDER.sub(" ", rest)))
+    numbers = tuple(
+        n.replace(",", ".").replace("\u2212", "-")
+        for n in _NUMBER.findall(_PLACEHOLDER.sub(" ", rest))
+    )
     raw = _WORD.findall(rest)
     negations = sum(1 for w in raw if _negation(w.casefold()))
     words = [_base(w.casefold()) for w in raw]
@@ -217,8 +223,43 @@ def signature(text: str) -> tuple[object, ...]:
         tuple(_OPERATOR.findall(_QUOTED.sub(" ", rest))),
         _payload(rest),
         _tenses(raw, language),
+        _cased(rest),
+        _symbols(_QUOTED.sub(" ", rest)),
         language,
     )
+
+
+_EDGES = ".,;:!?\"'`“”\u2018\u2019()[]{}<>"
+
+
+def _cased(text: str) -> tuple[str, ...]:
+    """The words whose case is more than a capital first letter, as written: ``NO`` is not
+    ``No``, ``-S`` not ``-s``, ``mW`` not ``MW`` (none in a text in capitals throughout)."""
+    if not any(c.islower() for c in text):
+        return ()
+    found = []
+    for token in text.split():
+        word = token.strip(_EDGES)
+        if any(c.isupper() for c in word[1:]) or (word[:1] == "-" and word[1:].isupper()):
+            found.append(word)
+    return tuple(found)
+
+
+def _symbols(text: str) -> tuple[str, ...]:
+    """The shapes of the words that hold symbols, in order (letters and digits as ``w``):
+    ``$?`` is not ``$!``, ``user!.name`` not ``user?.name``, ``man-eating`` not ``man
+    eating``, an emoji not another. An apostrophe in a word is no symbol (``don't``)."""
+    found = []
+    for token in text.split():
+        # A word's closing mark is the sentence's; a token of symbols only keeps its own ($?).
+        word = token.strip(_EDGES) if _LETTERS.search(token) else token
+        if not word.strip(".,;:!?\u2026"):
+            continue  # a mark alone: French "capitale ?", a dash of prose
+        word = word.replace("'", "").replace("\u2019", "")
+        shape = _LETTERS.sub("w", word)
+        if shape and shape != "w":
+            found.append(shape if shape.strip("w") else word)
+    return tuple(found)
 
 
 def _payload(text: str) -> str:
@@ -266,13 +307,34 @@ _LEADING_PHRASE = frozenset(
     within under over through across inside outside between among
     """)
 )
+#: The same phrases set off at the end of a sentence, opened by a preposition only (a
+#: clause after a comma, "when do I arrive?", may be a question of its own).
+_TRAILING_PHRASE = _LEADING_PHRASE - frozenset(
+    _listed("when while if unless once since until before after")
+)
 _CLOSING = "?.!"
-#: Where a sentence ends: not in ``.txt`` nor ``3.5``.
-_SENTENCES = re.compile(r"(?<=[.?!])\s+|\n+")
+#: Relative pronouns (``which`` and ``where`` mostly ask, in prompts: left out).
+_RELATIVE = frozenset(_listed("that who whom whose"))
+_PLEASE = re.compile(r",\s*(please)\b|\b(please)\s*,", re.IGNORECASE)
+#: Where a sentence ends: after a word's closing mark (not in ``.txt``, ``3.5`` nor ``$? x``).
+_SENTENCES = re.compile(r"(?<=[\w\"')\]][.?!])\s+|\n+")
 #: A colon, but not a time's (``9:00``).
 _COLON = re.compile(r"(?<!\d):|:(?!\d)")
 #: A comma, but not a number's thousands separator (``10,000``).
 _COMMA = re.compile(r"(?<!\d),|,(?!\d{3}\b)")
+
+
+def _leading_phrase(part: str, openers: frozenset[str]) -> bool:
+    """Whether ``part`` is a phrase that may stand first or last: opened by one of
+    ``openers``, at most eight words, quoting nothing."""
+    words = part.rstrip(_CLOSING).split()
+    return (
+        0 < len(words) <= 8
+        and words[0].casefold() in openers
+        and not _QUOTED.search(part)
+        and not _COLON.search(part)
+        and not any(mark in part for mark in '"`“”;')
+    )
 
 
 def in_plain_order(text: str) -> str:
@@ -284,6 +346,7 @@ def in_plain_order(text: str) -> str:
     sentence as it is."""
     if "," not in text:
         return text
+    text = _PLEASE.sub(r" \1\2", text)  # "Write a haiku, please." is "Please write a haiku."
     return " ".join(_sentence_in_plain_order(s) for s in _SENTENCES.split(text.strip()))
 
 
@@ -293,6 +356,8 @@ def _sentence_in_plain_order(sentence: str) -> str:
         return sentence
     head, main = _COMMA.split(sentence, maxsplit=1)
     head, main = head.strip(), main.strip()
+    if _leading_phrase(main, _TRAILING_PHRASE) and not _leading_phrase(head, _LEADING_PHRASE):
+        return f"{head} {main}"  # already at the end: "... in Python, unlike a list?"
     words = head.split()
     if not words or len(words) > 8 or words[0].casefold() not in _LEADING_PHRASE:
         return sentence
@@ -301,6 +366,8 @@ def _sentence_in_plain_order(sentence: str) -> str:
     body = main.rstrip(_CLOSING)
     if not body or _COLON.search(body) or any(mark in body for mark in ";\n"):
         return sentence
+    if any(w.casefold().strip(_EDGES) in _RELATIVE for w in body.split()[1:]):
+        return sentence  # at the end it could be the relative clause's: "cities that grew in 2020"
     return f"{body} {head[0].lower()}{head[1:]}{main[len(body) :]}"
 
 
@@ -365,15 +432,27 @@ def _content(text: str, language: str = "") -> list[str]:
     with English's ``_ASKING`` words among them."""
     function = _FUNCTION_IN.get(language, _FUNCTION)
     asking = _ASKING if language in ("en", "") else {}
-    out = []
-    for word in _WORD.findall(_URL.sub(" ", text)):
-        folded = _base(word.casefold())
-        if folded in asking:
-            out.append(asking[folded])
+    out: list[str] = []
+    previous = ""
+    for word in _WORD_OR_COMMA.findall(_URL.sub(" ", text)):
+        if word == ",":  # where the commas are: "admins and active, or banned"
+            out.append(",")
             continue
-        if folded in function or folded.isdigit() or not folded:
-            continue
-        out.append(_singular(folded))
+        lowered = word.casefold()
+        folded = _base(lowered)
+        if _negation(lowered):  # where it stands: "not all are odd" is not "all are not odd"
+            out.append("not" if lowered in ("cannot", "not") or folded != lowered else folded)
+        elif folded in asking:
+            # "a few" is some, "few" hardly any
+            few = folded in ("few", "little") and previous == "a"
+            out.append("a " + folded if few else asking[folded])
+        elif folded == "little" and previous == "a":
+            out.append("a little")
+        elif folded[:1].isdigit():  # a number where it stands: "In 2020, ... that grew"
+            out.append(folded)
+        elif not (folded in function or not folded):
+            out.append(_singular(folded))
+        previous = folded
     return out
 
 
@@ -382,10 +461,16 @@ def _content(text: str, language: str = "") -> list[str]:
 #: ``Calculate 15% of 80`` does), nor are ``do``, ``can`` and ``could`` (``How do I`` and
 #: ``How can I``); every other modal is its own.
 _TENSE_OF = {
+    **dict.fromkeys(_listed("can could ca"), "can"),
     **dict.fromkeys(_listed("was were did had"), "past"),
     **dict.fromkeys(_listed("will 'll wo"), "future"),
     **{w: w for w in _listed("would should shall may might must 'd")},
 }
+
+
+#: The modals that ask politely before ``you`` (``Could you explain``) or ``how`` (``How can
+#: I``): no mood of their own there.
+_POLITE = frozenset({"can", "would", "future"})
 
 
 def _tenses(raw: list[str], language: str) -> tuple[str, ...]:
@@ -395,16 +480,21 @@ def _tenses(raw: list[str], language: str) -> tuple[str, ...]:
     if language not in ("en", ""):
         return ()
     found = set()
-    for token in raw:
-        word = token.casefold().replace("\u2019", "'")
+    words = [token.casefold().replace("\u2019", "'") for token in raw]
+    for index, word in enumerate(words):
         base, mark, suffix = word.partition("'")
         if mark and suffix == "t" and base.endswith("n"):
             word = base[:-1]  # didn't -> did, won't -> wo, can't -> ca
         elif mark and base not in _ELIDED:
             word = "'" + suffix  # what's -> 's, they'll -> 'll
         tense = _TENSE_OF.get(word)
-        if tense is not None:
-            found.add(tense)
+        if tense is None:
+            continue
+        after = words[index + 1] if index + 1 < len(words) else ""
+        before = words[index - 1] if index else ""
+        if tense in _POLITE and (after == "you" or (before == "how" and tense == "can")):
+            continue  # "Can you explain", "How can I": asking, not a mood of its own
+        found.add(tense)
     return tuple(sorted(found))
 
 

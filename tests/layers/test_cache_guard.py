@@ -212,3 +212,62 @@ def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
     cached: str, new: str, same: bool
 ) -> None:
     assert same_meaning_words(cached, new) is same
+
+
+@pytest.mark.parametrize(
+    ("cached", "new", "same"),
+    [
+        # case beyond a capital first letter, flags, minus signs, symbols, emoji
+        ("What is the molar mass of NO?", "What is the molar mass of No?", False),
+        ("What does git log -S do?", "What does git log -s do?", False),
+        ("What is the square root of -9?", "What is the square root of 9?", False),
+        ("Is 3-4 days enough for Rome?", "Is 3-4 days enough for Rome", True),
+        ("In bash, what does $? contain?", "In bash, what does $! contain?", False),
+        (
+            "In TypeScript, what does user!.name mean?",
+            "In TypeScript, what does user?.name mean?",
+            False,
+        ),
+        ("Is a man-eating shark dangerous?", "Is a man eating shark dangerous?", False),
+        ("What does \U0001f480 mean in a text?", "What does \u2764 mean in a text?", False),
+        ("Quelle est la capitale de l'Australie ?", "Quelle est la capitale de l'Australie?", True),
+        # a few / few, negation where it stands, commas that group
+        (
+            "Is it true that few students enjoy math?",
+            "Is it true that a few students enjoy math?",
+            False,
+        ),
+        (
+            "Is it true that not all prime numbers are odd?",
+            "Is it true that all prime numbers are not odd?",
+            False,
+        ),
+        (
+            "Write a query for users who are admins and active, or banned",
+            "Write a query for users who are admins, and active or banned",
+            False,
+        ),
+        # can is a mood of its own, but not in "how can I" nor "can you"
+        (
+            "Can a landlord enter my flat without notice?",
+            "Does a landlord enter my flat without notice?",
+            False,
+        ),
+        ("Can you explain recursion?", "Would you explain recursion?", True),
+        # a leading phrase is not moved over a relative clause (it could be the clause's)
+        (
+            "In 2020, how many people lived in cities that grew?",
+            "How many people lived in cities that grew in 2020?",
+            False,
+        ),
+        # a trailing phrase's comma, and "please" with its comma
+        (
+            "Unlike a list, why can't a tuple change?",
+            "Why can't a tuple change, unlike a list?",
+            True,
+        ),
+        ("Please write a haiku about autumn.", "Write a haiku about autumn, please.", True),
+    ],
+)
+def test_what_a_rule_aware_attack_found(cached: str, new: str, same: bool) -> None:
+    assert same_meaning_words(cached, new) is same

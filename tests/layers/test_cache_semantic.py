@@ -219,7 +219,7 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     ]
     assert false_hits == []
     paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
-    assert paraphrases >= 112
+    assert paraphrases >= 111
 
 
 def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> None:
@@ -238,7 +238,7 @@ def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> Non
         for p, x, y in zip(pairs, cached, new, strict=True)
         if float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"], lenient=True)
     ]
-    assert served.count("paraphrase") >= 131
+    assert served.count("paraphrase") >= 130
     assert served.count("near_miss") <= 15
 
 
@@ -286,3 +286,14 @@ def test_loading_the_local_embedder_leaves_the_applications_logging_alone() -> N
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.split() == ["0", "WARNING"]
+
+
+def test_pairs_written_to_get_past_the_guard_are_served_as_the_readme_says() -> None:
+    """``cache_pairs_adversarial.jsonl`` was written knowing the guard's rules: the strict
+    guard serves 8 of its near misses (articles, a plural, an apostrophe; the README lists
+    them), no more."""
+    from gateway_kit.bench.cache import ADVERSARIAL, _guard_outcomes
+
+    outcomes = _guard_outcomes(ADVERSARIAL, lenient=False)
+    assert outcomes["near_miss"].startswith("8/149 ")
+    assert int(outcomes["paraphrase"].split("/")[0]) >= 26
