@@ -5,7 +5,10 @@ An embedding says two prompts are about the same thing; it is blind to what chan
 while changing few words: "convert 100 USD to EUR" and "convert 100 EUR to USD" embed alike.
 So a match above the threshold must also keep, between the prompt cached and the new one:
 
-- the same **numbers**, in the same order (``15% of 80`` is not ``15% of 90``);
+- the same **numbers** with their signs, in the same order (``15% of 80`` is not ``15% of
+  90``, ``-9`` not ``9``); the words **cased** beyond a capital first letter, as written
+  (``NO`` is not ``No``, ``-S`` not ``-s``); the shapes of the words that hold **symbols**
+  (``$?`` is not ``$!``, ``man-eating`` not ``man eating``, an emoji not another);
 - the same **placeholders** (PII masking's ``<EMAIL_12>``), **URLs**, **code identifiers**
   (``snake_case``, ``camelCase``, ``dotted.names``, ``` `quoted` ```, words with digits),
   **quoted text** with its kind of quotation mark (in code ``'$HOME'`` is not ``"$HOME"``),
@@ -36,7 +39,9 @@ So a match above the threshold must also keep, between the prompt cached and the
   constraint more), none replaced (``the first occurrence`` is not ``every occurrence``; an
   embedding cannot tell those apart). With ``lenient``, a word may be replaced (a synonym,
   left to the embedder), but not by its opposite (``mutable`` and ``immutable``, ``before``
-  and ``after``) nor one of those English function words by another.
+  and ``after``) nor one of those English function words by another. Negations, numbers and
+  commas are compared where they stand among the words (``not all are odd`` is not ``all are
+  not odd``; ``admins and active, or banned`` is not ``admins, and active or banned``).
 
 Each check is a comparison of small tuples, made only for a match above the threshold: about
 a tenth of a millisecond for two short prompts.
