@@ -43,8 +43,8 @@ So a match above the threshold must also keep, between the prompt cached and the
   commas are compared where they stand among the words (``not all are odd`` is not ``all are
   not odd``; ``admins and active, or banned`` is not ``admins, and active or banned``).
 
-Each check is a comparison of small tuples, made only for a match above the threshold: about
-a tenth of a millisecond for two short prompts.
+Each check is a comparison of small tuples, made only for a match above the threshold: a tenth
+to a quarter of a millisecond for two short prompts, by the machine.
 """
 
 from __future__ import annotations
