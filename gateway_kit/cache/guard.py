@@ -267,6 +267,10 @@ def _symbols(text: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _raw_payload(text: str) -> str:
+    return _payload(_URL.sub(" ", unicodedata.normalize("NFKC", text)))
+
+
 def _payload(text: str) -> str:
     """What follows a text's first colon (whitespace collapsed): the text to work on, compared
     as it is (``""``: no colon)."""
@@ -281,6 +285,8 @@ def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
     also have been replaced (``remove`` / ``eliminate``), when no more were added or left out
     and none by its opposite; whether the replacement keeps the meaning is then the embedder's
     call, which it cannot always make (``first`` / ``second``, ``buyer`` / ``seller``)."""
+    if _raw_payload(cached) != _raw_payload(new):
+        return False  # the text to work on, as it was written (before any reordering)
     cached, new = in_plain_order(cached), in_plain_order(new)
     shape = signature(cached)
     if shape != signature(new):
