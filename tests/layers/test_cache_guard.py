@@ -198,7 +198,7 @@ def test_the_question_word_the_person_and_or_are_kept(cached: str, new: str, sam
             "Translate to Spanish:  a dog bit the man. ",
             True,
         ),
-        ("Translate: In the morning, I run.", "Translate: I run in the morning.", False),
+        ("Translate: Hi. In the morning, I run.", "Translate: Hi. I run in the morning.", False),
         ("Translate to Spanish, please: I run.", "Please translate to Spanish: I run.", True),
         ("In bash, what does echo '$HOME' print?", 'In bash, what does echo "$HOME" print?', False),
         ('What does "carpe diem" mean?', "What does \u201ccarpe diem\u201d mean?", True),
