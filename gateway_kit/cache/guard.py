@@ -234,7 +234,7 @@ def signature(text: str) -> tuple[object, ...]:
     )
 
 
-_EDGES = ".,;:!?\"'`“”\u2018\u2019()[]{}<>"
+_EDGES = ".,;:!?\u00bf\u00a1\"'`“”\u2018\u2019()[]{}<>"
 
 
 def _cased(text: str) -> tuple[str, ...]:

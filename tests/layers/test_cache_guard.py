@@ -269,6 +269,11 @@ def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
             True,
         ),
         ("Please write a haiku about autumn.", "Write a haiku about autumn, please.", True),
+        (
+            "\u00bfC\u00f3mo invierto una lista en Python?",
+            "C\u00f3mo invierto una lista en Python?",
+            True,
+        ),
     ],
 )
 def test_what_a_rule_aware_attack_found(cached: str, new: str, same: bool) -> None:
