@@ -527,6 +527,7 @@ def test_the_semantic_cache_without_its_extra_is_one_line(
         ('[cache.semantic]\nembedder = "nope"\n', "cache.semantic.embedder: 'local' or an"),
         ("[cache]\nmax_temperature = 3\n", "cache.max_temperature"),
         ('[cache]\nstore = "disk"\n', "cache.store"),
+        ('[cache.semantic]\nguard = "loose"\n', "cache.semantic.guard: Input should be 'strict'"),
     ],
 )
 def test_cache_configuration_mistakes_name_the_field(

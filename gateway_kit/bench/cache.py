@@ -42,7 +42,7 @@ from gateway_kit.bench._load import build_request
 from gateway_kit.bench._pair import Server, announced_rounds, bench_args, start_pair
 from gateway_kit.bench.proxy import PATH
 
-__all__ = ["main"]
+__all__ = ["guard_outcomes", "main"]
 
 HIT_P50_MS = 1.0
 HIT_RPS_RATIO = 5.0
@@ -392,24 +392,26 @@ def _report_semantic(args: argparse.Namespace) -> bool:
     )
     for state, latencies in sorted(replay["latencies"].items()):
         print(f"  {state:<9} p50 {_median_p50(latencies):.3f} ms over {len(latencies)} requests")
-    lenient = _guard_outcomes(PAIRS, lenient=True)
+    lenient = guard_outcomes(PAIRS, lenient=True)
     print(
         f'with guard = "lenient" (replaced words left to the embedder), the same pairs: '
-        f"paraphrases served {lenient['paraphrase']}, near misses served "
-        f"{lenient['near_miss']} (not the default; for reference)"
+        f"paraphrases served {_served(lenient['paraphrase'])}, near misses served "
+        f"{_served(lenient['near_miss'])} (not the default; for reference)"
     )
-    attack = _guard_outcomes(ADVERSARIAL, lenient=False)
+    attack = guard_outcomes(ADVERSARIAL, lenient=False)
     print(
         f"{ADVERSARIAL.name}, written to pass the guard's rules (for reference): paraphrases "
-        f"served {attack['paraphrase']}, near misses served {attack['near_miss']}"
+        f"served {_served(attack['paraphrase'])}, near misses served "
+        f"{_served(attack['near_miss'])}"
     )
     print(flush=True)
     return passed and false_hits == 0
 
 
-def _guard_outcomes(path: Path, *, lenient: bool) -> dict[str, str]:
-    """The outcomes of the pairs in ``path`` with the local embedder, the default threshold
-    and the guard (``lenient`` or strict): served over all, by label."""
+def guard_outcomes(path: Path, *, lenient: bool) -> dict[str, tuple[list[dict[str, str]], int]]:
+    """The labelled pairs in ``path`` through the local embedder, the default threshold and
+    the guard (``lenient`` or strict), no ASGI: by label, the pairs served and how many there
+    are (the test suite holds the README's figures with it)."""
     from gateway_kit.cache.embedders import LocalEmbedder
     from gateway_kit.cache.guard import same_meaning_words
     from gateway_kit.config.cache import SemanticCacheConfig
@@ -419,16 +421,26 @@ def _guard_outcomes(path: Path, *, lenient: bool) -> dict[str, str]:
     embedder = LocalEmbedder()
     firsts = embedder.embed_now([pair["a"] for pair in pairs])
     seconds = embedder.embed_now([pair["b"] for pair in pairs])
-    served: dict[str, list[bool]] = {"paraphrase": [], "near_miss": []}
-    for pair, first, second in zip(pairs, firsts, seconds, strict=True):
-        hit = float(first @ second) >= threshold and same_meaning_words(
-            pair["a"], pair["b"], lenient=lenient
-        )
-        served[pair["label"]].append(hit)
-    return {
-        label: f"{sum(hits)}/{len(hits)} ({sum(hits) / len(hits):.1%})"
-        for label, hits in served.items()
-    }
+    outcomes: dict[str, tuple[list[dict[str, str]], int]] = {}
+    for label in ("paraphrase", "near_miss"):
+        labelled = [
+            (pair, first, second)
+            for pair, first, second in zip(pairs, firsts, seconds, strict=True)
+            if pair["label"] == label
+        ]
+        served = [
+            pair
+            for pair, first, second in labelled
+            if float(first @ second) >= threshold
+            and same_meaning_words(pair["a"], pair["b"], lenient=lenient)
+        ]
+        outcomes[label] = (served, len(labelled))
+    return outcomes
+
+
+def _served(outcome: tuple[list[dict[str, str]], int]) -> str:
+    served, total = outcome
+    return f"{len(served)}/{total} ({len(served) / total:.1%})"
 
 
 def _report_memory() -> bool:

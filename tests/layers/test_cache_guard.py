@@ -145,6 +145,7 @@ def test_an_elided_article_is_not_the_word() -> None:
 @pytest.mark.parametrize(
     ("cached", "new", "same"),
     [
+        # the tense and mood an auxiliary gives a question
         ("Is Pluto a planet?", "Was Pluto a planet?", False),
         ("Who is the CEO of Twitter?", "Who was the CEO of Twitter?", False),
         ("What was the population of Tokyo?", "What will the population of Tokyo be?", False),
@@ -154,16 +155,7 @@ def test_an_elided_article_is_not_the_word() -> None:
         ("How do I reverse a list in Python?", "How can I reverse a list in Python?", True),
         ("What's the capital of France?", "What is the capital of France?", True),
         ("Was ist die Hauptstadt von Spanien?", "Was ist die Hauptstadt von Spanien", True),
-    ],
-)
-def test_the_tense_an_auxiliary_gives_a_question_is_kept(cached: str, new: str, same: bool) -> None:
-    assert same_meaning_words(cached, new) is same
-    assert same_meaning_words(cached, new, lenient=True) is same
-
-
-@pytest.mark.parametrize(
-    ("cached", "new", "same"),
-    [
+        # the question word, the person, and/or
         ("Why did the Roman Empire fall?", "When did the Roman Empire fall?", False),
         ("Where was Mozart born?", "When was Mozart born?", False),
         ("Can I vote at 17 in Austria?", "Can they vote at 17 in Austria?", False),
@@ -174,7 +166,9 @@ def test_the_tense_an_auxiliary_gives_a_question_is_kept(cached: str, new: str, 
         ("Can a dog eat grapes?", "Can the dog eat grapes?", True),
     ],
 )
-def test_the_question_word_the_person_and_or_are_kept(cached: str, new: str, same: bool) -> None:
+def test_tense_question_word_person_and_or_are_kept_by_either_guard(
+    cached: str, new: str, same: bool
+) -> None:
     assert same_meaning_words(cached, new) is same
     assert same_meaning_words(cached, new, lenient=True) is same
 

@@ -200,46 +200,22 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     """The lexical guard and the default threshold on every labelled pair: no near miss is
     served; the paraphrases served are the README's figure (a floor guards against a
     regression)."""
-    from gateway_kit.cache.embedders import LocalEmbedder
-    from gateway_kit.cache.guard import same_meaning_words
-    from gateway_kit.config.cache import SemanticCacheConfig
+    from gateway_kit.bench.cache import guard_outcomes
 
-    threshold = SemanticCacheConfig().threshold
-    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
-    assert len(pairs) >= 300
-    embedder = LocalEmbedder()
-    cached = embedder.embed_now([p["a"] for p in pairs])
-    new = embedder.embed_now([p["b"] for p in pairs])
-    served = [
-        float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"])
-        for p, x, y in zip(pairs, cached, new, strict=True)
-    ]
-    false_hits = [
-        p for p, hit in zip(pairs, served, strict=True) if hit and p["label"] != "paraphrase"
-    ]
+    outcomes = guard_outcomes(PAIRS, lenient=False)
+    (false_hits, near_misses), (paraphrases, pairs) = outcomes["near_miss"], outcomes["paraphrase"]
+    assert near_misses + pairs >= 300
     assert false_hits == []
-    paraphrases = sum(1 for p, hit in zip(pairs, served, strict=True) if hit)
-    assert paraphrases >= 111
+    assert len(paraphrases) >= 111
 
 
 def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> None:
     """``guard = "lenient"`` leaves replaced words to the embedder: the README's figures."""
-    from gateway_kit.cache.embedders import LocalEmbedder
-    from gateway_kit.cache.guard import same_meaning_words
-    from gateway_kit.config.cache import SemanticCacheConfig
+    from gateway_kit.bench.cache import guard_outcomes
 
-    threshold = SemanticCacheConfig().threshold
-    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
-    embedder = LocalEmbedder()
-    cached = embedder.embed_now([p["a"] for p in pairs])
-    new = embedder.embed_now([p["b"] for p in pairs])
-    served = [
-        p["label"]
-        for p, x, y in zip(pairs, cached, new, strict=True)
-        if float(x @ y) >= threshold and same_meaning_words(p["a"], p["b"], lenient=True)
-    ]
-    assert served.count("paraphrase") >= 130
-    assert served.count("near_miss") <= 15
+    outcomes = guard_outcomes(PAIRS, lenient=True)
+    assert len(outcomes["paraphrase"][0]) >= 130
+    assert len(outcomes["near_miss"][0]) <= 15
 
 
 async def test_an_embedder_of_your_own() -> None:
@@ -292,8 +268,9 @@ def test_pairs_written_to_get_past_the_guard_are_served_as_the_readme_says() -> 
     """``cache_pairs_adversarial.jsonl`` was written knowing the guard's rules: the strict
     guard serves 8 of its near misses (articles, a plural, an apostrophe; the README lists
     them), no more."""
-    from gateway_kit.bench.cache import ADVERSARIAL, _guard_outcomes
+    from gateway_kit.bench.cache import ADVERSARIAL, guard_outcomes
 
-    outcomes = _guard_outcomes(ADVERSARIAL, lenient=False)
-    assert outcomes["near_miss"].startswith("8/149 ")
-    assert int(outcomes["paraphrase"].split("/")[0]) >= 26
+    outcomes = guard_outcomes(ADVERSARIAL, lenient=False)
+    (served, near_misses), (paraphrases, _) = outcomes["near_miss"], outcomes["paraphrase"]
+    assert (len(served), near_misses) == (8, 149)
+    assert len(paraphrases) >= 26
