@@ -20,7 +20,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway_kit.cost.usage import Usage
@@ -47,8 +47,9 @@ _OWN_FIELDS = frozenset(
 class CachedAnswer:
     """The model that answered, its message (``role``, ``content``, ``tool_calls``,
     ``refusal``), the finish, the usage (as priced, and as the upstream wrote it when it was
-    seen: served again as it was), the size it takes in the store, and the provider's own
-    top-level fields (``extra``)."""
+    seen: served again as it was), the size it takes in the store, the provider's own
+    top-level fields (``extra``), and when it was kept (Unix seconds; ``None`` until then, and
+    for answers kept before answers said when)."""
 
     model: str
     message: dict[str, Any]
@@ -58,6 +59,7 @@ class CachedAnswer:
     size: int = 0
     reported_usage: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None
+    stored_at: float | None = None
 
     @classmethod
     def of_body(cls, document: Any, usage: Usage) -> CachedAnswer | None:
@@ -119,6 +121,7 @@ class CachedAnswer:
             "fingerprint": self.system_fingerprint,
             "reported": self.reported_usage,
             "extra": self.extra,
+            "stored_at": self.stored_at,
         }
         return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -129,7 +132,7 @@ class CachedAnswer:
         usage = Usage(
             counts[0], counts[1], counts[2], counts[3], counts[4], estimated=bool(counts[5])
         )
-        return cls.made(
+        answer = cls.made(
             record["model"],
             record["message"],
             record["finish"],
@@ -138,6 +141,8 @@ class CachedAnswer:
             record.get("reported"),
             record.get("extra"),
         )
+        stored_at = record.get("stored_at")
+        return answer if stored_at is None else replace(answer, stored_at=float(stored_at))
 
     def usage_json(self) -> dict[str, Any]:
         """The usage as the upstream reported it, else as OpenAI would from the counts."""

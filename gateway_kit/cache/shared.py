@@ -102,15 +102,16 @@ class StorageCacheStore:
         raw = await self._storage.get(answer_key(key))
         return None if raw is None else decode_answer(raw)
 
-    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
+    async def put(self, key: CacheKey, answer: CachedAnswer, ttl_s: float | None = None) -> bool:
         if answer.size > self.max_entry_bytes:
             return False
         storage, index = self._storage, _keys_key(key.scope)
-        await storage.set(answer_key(key), answer.to_bytes(), ttl=self.ttl_s)
+        ttl = self.ttl_s if ttl_s is None else min(ttl_s, self.ttl_s)
+        await storage.set(answer_key(key), answer.to_bytes(), ttl=ttl)
         if key.scope not in self._scopes:
             await storage.map_set(SCOPES_KEY, key.scope, b"1")
             self._scopes.add(key.scope)
-        expires = self._clock() + self.ttl_s
+        expires = self._clock() + ttl
         record = f"{key.model} {expires:.0f} {answer.size}"
         await storage.map_set(index, key.digest, record.encode())
         self._added += 1

@@ -44,8 +44,9 @@ class CacheStore(Protocol):
 
     async def get(self, key: CacheKey) -> CachedAnswer | None: ...
 
-    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
-        """Keep ``answer``; ``False`` when it is too large to keep."""
+    async def put(self, key: CacheKey, answer: CachedAnswer, ttl_s: float | None = None) -> bool:
+        """Keep ``answer`` for ``ttl_s`` (the store's TTL when ``None`` or longer); ``False``
+        when it is too large to keep."""
         ...
 
     async def purge(self, scope: str | None = None, model: str | None = None) -> int:
@@ -101,15 +102,16 @@ class LocalCacheStore:
         self._entries.move_to_end(key)
         return answer
 
-    async def put(self, key: CacheKey, answer: CachedAnswer) -> bool:
-        return self.put_now(key, answer)
+    async def put(self, key: CacheKey, answer: CachedAnswer, ttl_s: float | None = None) -> bool:
+        return self.put_now(key, answer, ttl_s)
 
-    def put_now(self, key: CacheKey, answer: CachedAnswer) -> bool:
+    def put_now(self, key: CacheKey, answer: CachedAnswer, ttl_s: float | None = None) -> bool:
         if answer.size > self.max_entry_bytes or answer.size > self.max_bytes:
             return False
         if key in self._entries:
             self._drop(key)
-        self._entries[key] = (self._clock() + self.ttl_s, answer)
+        ttl = self.ttl_s if ttl_s is None else min(ttl_s, self.ttl_s)
+        self._entries[key] = (self._clock() + ttl, answer)
         self._bytes += answer.size
         while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
             oldest = next(iter(self._entries))

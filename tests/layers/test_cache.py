@@ -169,12 +169,109 @@ async def test_cache_control_on_the_request_bypasses_the_cache(directive: str) -
         assert env.upstream.calls == 2
 
 
-async def test_a_cache_field_of_the_wrong_type_is_a_400() -> None:
+@pytest.mark.parametrize(
+    ("cache", "param"),
+    [
+        ("yes", "cache"),
+        ([], "cache"),
+        ({"no-cache": "true"}, "cache.no-cache"),
+        ({"no-store": 1}, "cache.no-store"),
+        ({"ttl": 0}, "cache.ttl"),
+        ({"ttl": "60"}, "cache.ttl"),
+        ({"s-maxage": -1}, "cache.s-maxage"),
+        ({"s-maxage": True}, "cache.s-maxage"),
+        ({"namespace": ""}, "cache.namespace"),
+        ({"namespace": ["team"]}, "cache.namespace"),
+        ({"namespace": "x" * 257}, "cache.namespace"),
+        ({"type": "redis", "ttl": 60}, "cache.type"),  # ignored, it would be a surprise
+    ],
+)
+async def test_a_cache_field_the_gateway_cannot_follow_is_a_400(cache: Any, param: str) -> None:
     async with provisioned("scale") as env:
-        response = await env.chat(**BASE, cache="yes")
+        response = await env.chat(**BASE, cache=cache)
         assert response.status == 400
-        assert response.json()["error"]["param"] == "cache"
+        assert response.json()["error"]["param"] == param
+        assert response.json()["error"]["type"] == "invalid_request_error"
         assert env.upstream.calls == 0
+
+
+async def chat_with(env: Any, headers: dict[str, str], **body: Any) -> Any:
+    return await env.recorder.request(
+        "POST",
+        "/v1/chat/completions",
+        json={"model": "gpt-fake", **BASE, **body},
+        headers={**env.auth(), **headers},
+    )
+
+
+async def test_an_answer_older_than_the_request_accepts_is_a_miss_and_kept_anew() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer("Paris.")
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "miss"
+        env.clock.advance(120)
+        young_enough = await env.chat(**BASE, cache={"s-maxage": 300})
+        assert young_enough.headers["x-gateway-cache"] == "hit"
+        assert young_enough.headers["age"] == "120"
+        env.upstream.json_body = answer("Paris, France.")
+        too_old = await env.chat(**BASE, cache={"s-maxage": 60})
+        assert too_old.headers["x-gateway-cache"] == "miss"
+        assert too_old.json()["choices"][0]["message"]["content"] == "Paris, France."
+        env.clock.advance(30)
+        kept_anew = await env.chat(**BASE)
+        assert kept_anew.headers["x-gateway-cache"] == "hit"
+        assert kept_anew.headers["age"] == "30"
+        assert kept_anew.json()["choices"][0]["message"]["content"] == "Paris, France."
+        # HTTP's request directive says the same; the stricter of the two wins.
+        for directive, state in [
+            ("max-age=10", "miss"),
+            ("max-age=600", "hit"),
+            ('max-age="600"', "hit"),
+            ("max-age=soon", "hit"),  # not a number of seconds: ignored, as HTTP caches do
+        ]:
+            response = await chat_with(env, {"cache-control": directive})
+            assert response.headers["x-gateway-cache"] == state, directive
+            env.clock.advance(30)  # the miss above kept a new answer: let it age again
+        response = await chat_with(env, {"cache-control": "max-age=600"}, cache={"s-maxage": 5})
+        assert response.headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 4
+
+
+async def test_a_namespace_shares_answers_only_within_itself() -> None:
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        states = [
+            (await env.chat(**BASE, **fields)).headers["x-gateway-cache"]
+            for fields in (
+                {},
+                {"cache": {"namespace": "team-a"}},
+                {"cache": {"namespace": "team-a", "ttl": 60}},
+                {"cache": {"namespace": "team-b"}},
+                {},
+            )
+        ]
+        assert states == ["miss", "miss", "hit", "miss", "hit"]
+        assert env.upstream.calls == 3
+
+
+@pytest.mark.parametrize("store", ["local", "storage"])
+async def test_a_requests_ttl_keeps_its_answer_that_long_within_the_configured_one(
+    store: str,
+) -> None:
+    async with provisioned("scale", cache={"store": store, "ttl_s": 600}) as env:
+        if store == "local":  # the in-process store times entries on its own clock
+            env.gateway.cache.local._clock = env.clock
+        env.upstream.json_body = answer()
+        short = {"cache": {"ttl": 60}}
+        assert (await env.chat(**BASE, **short)).headers["x-gateway-cache"] == "miss"
+        env.clock.advance(59)
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "hit"
+        env.clock.advance(2)
+        assert (await env.chat(**BASE, cache={"ttl": 10**9})).headers["x-gateway-cache"] == "miss"
+        env.clock.advance(599)
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "hit"
+        env.clock.advance(2)  # a longer ttl than the configuration's is the configuration's
+        assert (await env.chat(**BASE)).headers["x-gateway-cache"] == "miss"
+        assert env.upstream.calls == 3
 
 
 TOOL = {

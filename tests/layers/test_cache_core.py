@@ -3,6 +3,7 @@ bounds (``LocalCacheStore``), and answers kept and served again (``CachedAnswer`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from gateway_kit import MemoryStorage
 from gateway_kit.cache import CachedAnswer, CacheKey, LocalCacheStore, StreamAssembler
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.cost.usage import Usage
-from gateway_kit.layers.cache.policy import CachePolicy
+from gateway_kit.layers.cache.policy import CacheControls, CachePolicy, check_cache_field
 from gateway_kit.testing import FakeClock
 
 SECRET = b"s" * 32
@@ -97,6 +98,59 @@ def test_the_key_ignores_order_and_volatile_fields_and_names_the_resolved_model(
     assert cache.key({**REQUEST, "unknown_field": 1}, "gpt-fake", SECRET) != key
 
 
+@pytest.mark.parametrize(
+    ("cache", "header", "controls"),
+    [
+        (None, "", CacheControls()),
+        ({"s-maxage": 60}, "", CacheControls(max_age=60)),
+        (None, "max-age=30", CacheControls(max_age=30)),
+        (None, 'Max-Age="30", no-transform', CacheControls(max_age=30)),
+        ({"s-maxage": 60}, "max-age=30", CacheControls(max_age=30)),  # the stricter
+        ({"s-maxage": 10}, "max-age=30", CacheControls(max_age=10)),
+        (None, "max-age=-1", CacheControls()),  # not delta-seconds: ignored
+        (None, "max-age=1.5", CacheControls()),
+        (None, "max-age=", CacheControls()),
+        ({"s-maxage": 10**400}, "", CacheControls(max_age=10**12)),
+        ({"ttl": 60}, "", CacheControls(ttl=60)),
+        ({"ttl": 10**9}, "", CacheControls(ttl=3600)),  # at most the configured TTL
+        ({"namespace": "team-a"}, "", CacheControls(namespace="team-a")),
+        ({"s-maxage": None, "ttl": None}, "", CacheControls()),
+    ],
+)
+def test_what_a_request_asks_of_the_cache(cache: Any, header: str, controls: CacheControls) -> None:
+    request = REQUEST if cache is None else {**REQUEST, "cache": cache}
+    assert check_cache_field(request) is None
+    assert policy(ttl_s=3600).controls(request, header) == controls
+
+
+def test_an_answers_age_against_the_bound() -> None:
+    assert CacheControls().accepts(None, 1000.0)
+    bound = CacheControls(max_age=60)
+    assert bound.accepts(940.0, 1000.0)
+    assert not bound.accepts(939.0, 1000.0)
+    assert not bound.accepts(None, 1000.0)  # kept before answers said when
+
+
+def test_a_namespace_is_its_own_key_and_partition() -> None:
+    cache = policy()
+    plain = cache.key(REQUEST, "gpt-fake", SECRET)
+    team = cache.key(REQUEST, "gpt-fake", SECRET, namespace="team")
+    assert team not in (plain, cache.key(REQUEST, "gpt-fake", SECRET, namespace="other"))
+    assert team == cache.key(REQUEST, "gpt-fake", SECRET, namespace="team")
+    values = {"<EMAIL_1>": "a@x.se"}
+    assert cache.key(REQUEST, "gpt-fake", SECRET, values, "team") not in (
+        team,
+        cache.key(REQUEST, "gpt-fake", SECRET, values),
+    )
+    # No request field spells a namespace: the field is part of the request, not a namespace.
+    assert cache.key({**REQUEST, "namespace": "team"}, "gpt-fake", SECRET) != team
+    parts = cache.semantic_parts(REQUEST, "gpt-fake", "e", SECRET, namespace="team")
+    plain_parts = cache.semantic_parts(REQUEST, "gpt-fake", "e", SECRET)
+    assert parts is not None
+    assert plain_parts is not None
+    assert parts[0] != plain_parts[0]
+
+
 def test_the_store_keeps_at_most_its_entries_least_recently_used_first() -> None:
     store = LocalCacheStore(max_entries=2, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60)
     one, two, three = (CacheKey("ws", "m", str(i)) for i in range(3))
@@ -133,6 +187,15 @@ def test_entries_expire_after_their_time_to_live() -> None:
     clock.advance(2)
     assert store.get_now(key) is None
     assert store.figures_now().entries == 0
+    # An answer's own TTL, within the store's.
+    store.put_now(key, answer(), ttl_s=10)
+    store.put_now(CacheKey("ws", "m", "long"), answer(), ttl_s=10**6)
+    clock.advance(11)
+    assert store.get_now(key) is None
+    clock.advance(48)
+    assert store.get_now(CacheKey("ws", "m", "long")) is not None
+    clock.advance(2)
+    assert store.get_now(CacheKey("ws", "m", "long")) is None
 
 
 def test_purges_by_scope_model_and_everything() -> None:
@@ -254,6 +317,8 @@ def test_an_answer_read_back_from_the_storage_is_the_same_answer() -> None:
     assert kept is not None
     assert kept.extra == {"service_tier": "default", "citations": ["https://example.com"]}
     assert CachedAnswer.of_bytes(kept.to_bytes()) == kept
+    dated = dataclasses.replace(kept, stored_at=1_795_000_000.5)
+    assert CachedAnswer.of_bytes(dated.to_bytes()) == dated
     served = json.loads(kept.body())
     assert served.pop("id").startswith("chatcmpl-")
     assert isinstance(served.pop("created"), int)

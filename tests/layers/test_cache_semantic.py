@@ -113,6 +113,22 @@ async def test_only_requests_of_the_same_partition_are_compared() -> None:
         assert hit.headers["x-gateway-cache"] == "semantic"
 
 
+async def test_a_namespace_and_an_age_bound_hold_for_lookups_by_meaning() -> None:
+    async with provisioned("scale", **SEMANTIC) as env:
+        env.upstream.json_body = answer("Jane Austen.")
+        await ask(env, "Who wrote Pride and Prejudice?", cache={"namespace": "books"})
+        paraphrase = "Who wrote Pride and Prejudice, please?"
+        elsewhere = await ask(env, paraphrase, cache={"namespace": "novels"})
+        assert elsewhere.headers["x-gateway-cache"] == "miss"
+        env.clock.advance(100)
+        too_old = await ask(env, paraphrase, cache={"namespace": "books", "s-maxage": 50})
+        assert too_old.headers["x-gateway-cache"] == "miss"
+        env.clock.advance(100)  # the miss above kept its own answer, 100 s ago
+        hit = await ask(env, "Please, who wrote Pride and Prejudice?", cache={"namespace": "books"})
+        assert hit.headers["x-gateway-cache"] == "semantic"
+        assert hit.headers["age"] == "100"
+
+
 async def test_a_workspace_turns_the_semantic_cache_on_for_itself() -> None:
     async with provisioned("scale") as env:
         env.upstream.json_body = answer("Jane Austen.")

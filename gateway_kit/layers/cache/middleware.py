@@ -13,6 +13,11 @@ included), the request's key is looked up in this process's store:
 - a request it may not serve goes on untouched (``x-gateway-cache: bypass`` and
   ``x-gateway-cache-reason``).
 
+What the request asks of the cache (``CacheControls``) holds throughout: an answer older than
+its age bound is a miss (and the new answer replaces it), its namespace is part of the key and
+the semantic partition, its TTL is its answer's. Each kept answer says when it was kept (the
+gateway's clock), and a hit says how long ago (``age``).
+
 The request it keys on is the masked one when PII masking is on: ``ctx.json`` itself in
 ``full`` scope, ``ctx.extras["pii.masked"]`` in ``cache`` scope; in that scope the answer is
 masked (``ctx.extras["pii.values"]``) before it is kept, and the values are part of the key
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send, header
@@ -41,7 +46,12 @@ from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.layers.cache.embedder import ProviderEmbedder
-from gateway_kit.layers.cache.policy import CachePolicy, CacheVerdict, check_cache_field
+from gateway_kit.layers.cache.policy import (
+    CacheControls,
+    CachePolicy,
+    CacheVerdict,
+    check_cache_field,
+)
 from gateway_kit.layers.cache.step import STORED, CacheCounts
 from gateway_kit.layers.cache.transform import StoreTransform
 from gateway_kit.pipeline.body import replace_json
@@ -123,8 +133,8 @@ class CacheMiddleware(GatewayLayer):
             replace_json(scope, payload)
         counts = CacheCounts(gateway.cache.counters)
         ctx.admission.join(counts)
-        cache_control = header(scope, b"cache-control") or b""
-        reason = self.policy.bypass_reason(asked, cache_control.decode("latin-1"))
+        cache_control = (header(scope, b"cache-control") or b"").decode("latin-1")
+        reason = self.policy.bypass_reason(asked, cache_control)
         if reason is not None:
             ctx.verdicts[self.concern] = CacheVerdict(action="bypass", reason=reason)
             ctx.headers += [
@@ -136,6 +146,8 @@ class CacheMiddleware(GatewayLayer):
         if isinstance(route, Refusal):
             await self.refuse(ctx, send, route)
             return None
+        controls = self.policy.controls(asked, cache_control)
+        namespace = controls.namespace
         masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
         # PII's cache scope: the model reads the values, so they are part of the key.
         values: dict[str, str] | None = (
@@ -146,7 +158,9 @@ class CacheMiddleware(GatewayLayer):
         cache = gateway.cache
         where = cache.scope_of(workspace_id)
         secret = await self._secret.get()
-        key = CacheKey(where, route.name, self.policy.key(masked, route.name, secret, values))
+        key = CacheKey(
+            where, route.name, self.policy.key(masked, route.name, secret, values, namespace)
+        )
         if cache.shared and where == workspace_id:
             # The answer is read in the admission step itself: no round trip of its own.
             counts.read = cache.shared_key(key)
@@ -160,7 +174,7 @@ class CacheMiddleware(GatewayLayer):
         model = route.name
         read = counts.read_done and model == key.model
         if model != key.model:
-            key = CacheKey(where, model, self.policy.key(masked, model, secret, values))
+            key = CacheKey(where, model, self.policy.key(masked, model, secret, values, namespace))
         try:
             if read:
                 answer = None if counts.read_value is None else cache.decode(counts.read_value)
@@ -174,13 +188,15 @@ class CacheMiddleware(GatewayLayer):
             ctx.verdicts[self.concern] = CacheVerdict(action="unchecked")
             ctx.headers.append((b"x-gateway-cache", b"unchecked"))
             return receive
+        if answer is not None and not controls.accepts(answer.stored_at, gateway.clock()):
+            answer = None  # older than the request accepts: a miss, its new answer kept
         enforce = self.mode is Mode.ENFORCE
         if answer is not None and enforce:
             await self._serve(ctx, payload, model, answer, send, verdict=CacheVerdict(action="hit"))
             return None
         lookup = None
         if answer is None and await self._semantic_on(model, workspace_id):
-            lookup = await self._semantic(ctx, masked, values, model, where, secret)
+            lookup = await self._semantic(ctx, masked, values, model, where, secret, controls)
             if lookup is not None and lookup.answer is not None and enforce:
                 verdict = CacheVerdict(action="semantic", similarity=lookup.similarity)
                 await self._serve(ctx, payload, model, lookup.answer, send, verdict=verdict)
@@ -200,16 +216,18 @@ class CacheMiddleware(GatewayLayer):
                 answer = _masked(answer, values)
             if answer.size > cache.config.max_entry_bytes:
                 return
+            answer = replace(answer, stored_at=gateway.clock())
+            ttl = controls.ttl
 
             async def write() -> None:
-                if not await cache.store.put(key, answer) or lookup is None:
+                if not await cache.store.put(key, answer, ttl) or lookup is None:
                     return
                 await cache.index.add(where, lookup.partition, entry_of(lookup, key))
 
             local_index = cache.local_index if lookup is not None else None
             if cache.local is not None and (lookup is None or local_index is not None):
                 # In this process: kept now, so the client's next request finds it.
-                if not cache.local.put_now(key, answer):
+                if not cache.local.put_now(key, answer, ttl):
                     return
                 if lookup is not None and local_index is not None:
                     local_index.add_now(where, lookup.partition, entry_of(lookup, key))
@@ -239,6 +257,7 @@ class CacheMiddleware(GatewayLayer):
         model: str,
         where: str,
         secret: bytes,
+        controls: CacheControls,
     ) -> SemanticLookup | None:
         """Look the request up by meaning; ``None`` when its final message is no user text
         (or the embedder failed: then it is a miss, and its answer is kept for exact hits)."""
@@ -246,7 +265,9 @@ class CacheMiddleware(GatewayLayer):
         config = self.gateway.config.cache.semantic
         try:
             embedder = self._embedder()
-            parts = self.policy.semantic_parts(masked, model, embedder.id, secret, values)
+            parts = self.policy.semantic_parts(
+                masked, model, embedder.id, secret, values, controls.namespace
+            )
             if parts is None:
                 return None
             partition, text = parts
@@ -268,6 +289,9 @@ class CacheMiddleware(GatewayLayer):
                 found = await cache.store.get(match.entry.key)
                 if found is None:  # its answer expired or was evicted
                     await cache.index.forget(where, partition, match.entry.key)
+                    continue
+                if not controls.accepts(found.stored_at, self.gateway.clock()):
+                    found = None  # older than the request accepts
                     continue
             except StorageError:
                 found = None
@@ -312,6 +336,9 @@ class CacheMiddleware(GatewayLayer):
             ctx.headers.append(
                 (b"x-gateway-cache-similarity", f"{verdict.similarity:.4f}".encode())
             )
+        if answer.stored_at is not None:  # HTTP's Age: how long ago the answer was kept
+            age = max(0, int(self.gateway.clock() - answer.stored_at))
+            ctx.headers.append((b"age", b"%d" % age))
         transforms = ctx.transforms
         chain = TransformChain(list(reversed(transforms)))
         chain.start(200)

@@ -5,6 +5,11 @@ maximum (an omitted temperature is the provider's default, 1 at OpenAI, not 0); 
 ``Cache-Control: no-cache`` or ``no-store`` request header; no opt-out in the body (``"cache":
 false``, or LiteLLM's ``"cache": {"no-cache": true}`` / ``{"no-store": true}``).
 
+A request may also say, as HTTP and LiteLLM clients do (``CacheControls``): how old an answer
+it accepts (``Cache-Control: max-age=N``, or ``"cache": {"s-maxage": N}``), how long its own
+answer is kept (``"cache": {"ttl": N}``, at most the configured TTL), and a namespace
+(``"cache": {"namespace": "..."}``), part of the key: answers are shared only within one.
+
 The key is a keyed hash (HMAC-SHA256 under the deployment's secret) of the canonical request:
 its JSON with keys sorted and no whitespace, the model replaced by the resolved one, and the
 fields that do not change the answer left out (``stream``, ``stream_options``, ``user``,
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +31,34 @@ from typing import Any
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.pipeline.verdicts import Refusal, Verdict
 
-__all__ = ["VOLATILE_FIELDS", "CachePolicy", "CacheVerdict"]
+__all__ = ["VOLATILE_FIELDS", "CacheControls", "CachePolicy", "CacheVerdict"]
 
 #: Request fields that do not change the answer: left out of the key.
 VOLATILE_FIELDS = frozenset({"stream", "stream_options", "user", "metadata", "store", "cache"})
+#: The body's ``cache`` object's opt-outs (LiteLLM's, and the spelling some clients use).
+_OPT_OUTS = ("no-cache", "no-store", "no_cache")
+#: Every member the ``cache`` object may have.
+_MEMBERS = (*_OPT_OUTS, "s-maxage", "ttl", "namespace")
+#: The longest namespace (it is hashed into the key: any text, within reason).
+_MAX_NAMESPACE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class CacheControls:
+    """What a request asks of the cache besides being served from it: the oldest answer it
+    accepts (``max_age``, seconds), how long its answer is kept (``ttl``, seconds, within the
+    configured TTL), and the namespace its answers are shared in."""
+
+    max_age: float | None = None
+    ttl: float | None = None
+    namespace: str | None = None
+
+    def accepts(self, stored_at: float | None, now: float) -> bool:
+        """Whether an answer kept at ``stored_at`` is young enough (one kept before answers
+        said when, ``None``, is not when there is a bound)."""
+        if self.max_age is None:
+            return True
+        return stored_at is not None and now - stored_at <= self.max_age
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,10 +92,8 @@ class CachePolicy:
 
     def bypass_reason(self, payload: Mapping[str, Any], cache_control: str) -> str | None:
         """Why ``payload`` may not be served from the cache, ``None`` when it may."""
-        if cache_control:
-            directives = {d.strip().split("=", 1)[0].lower() for d in cache_control.split(",")}
-            if directives & {"no-cache", "no-store"}:
-                return "cache-control"
+        if cache_control and _directives(cache_control).keys() & {"no-cache", "no-store"}:
+            return "cache-control"
         if opted_out(payload.get("cache")):
             return "opt-out"
         n = payload.get("n")
@@ -83,20 +111,43 @@ class CachePolicy:
             return "temperature"
         return None
 
+    def controls(self, payload: Mapping[str, Any], cache_control: str) -> CacheControls:
+        """The request's ``CacheControls``, from its ``cache`` object (checked by
+        ``check_cache_field``) and its ``Cache-Control`` header (a ``max-age`` that is not a
+        number of seconds is ignored, as HTTP caches do); the stricter age bound wins."""
+        ages: list[float] = []
+        if cache_control:
+            age = _directives(cache_control).get("max-age", "").strip('"')
+            if age.isascii() and age.isdigit():
+                ages.append(min(int(age), _FOREVER))
+        ttl = namespace = None
+        value = payload.get("cache")
+        if isinstance(value, Mapping):
+            if value.get("s-maxage") is not None:
+                ages.append(min(value["s-maxage"], _FOREVER))
+            if value.get("ttl") is not None:
+                ttl = float(min(value["ttl"], self.config.ttl_s))
+            namespace = value.get("namespace")
+        if not ages and ttl is None and namespace is None:
+            return _NO_CONTROLS
+        return CacheControls(float(min(ages)) if ages else None, ttl, namespace)
+
     def key(
         self,
         payload: Mapping[str, Any],
         model: str,
         secret: bytes,
         values: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> str:
         """The request's cache key within its scope (32 hex digits). ``values``: the masked
         request's placeholders and the values they stand for, when the model reads the values
         (PII masking's ``cache`` scope): then only a request with the same values has the key
-        (its answer may say more of them than the values themselves)."""
+        (its answer may say more of them than the values themselves). ``namespace``: the
+        request's own (``CacheControls``); only requests of the same one share a key."""
         canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
         canonical["model"] = model
-        return _keyed(canonical, secret, values)
+        return _keyed(canonical, secret, values, namespace)
 
     def semantic_parts(
         self,
@@ -105,13 +156,14 @@ class CachePolicy:
         embedder: str,
         secret: bytes,
         values: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> tuple[str, str] | None:
         """The request's semantic partition and the text looked up by meaning: its final
         message, when that is a user's text; ``None`` otherwise (a tool result, an image).
 
         The partition is a keyed hash of everything else: every other message, the final
         message's role and name, the model, tools, parameters, the embedder's id, and
-        ``values`` as for ``key``."""
+        ``values`` and ``namespace`` as for ``key``."""
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
             return None
@@ -124,7 +176,21 @@ class CachePolicy:
         canonical = {k: v for k, v in payload.items() if k not in VOLATILE_FIELDS}
         rest = {k: v for k, v in last.items() if k != "content"}
         canonical.update(model=model, messages=[*messages[:-1], rest], embedder=embedder)
-        return _keyed(canonical, secret, values), text
+        return _keyed(canonical, secret, values, namespace), text
+
+
+_NO_CONTROLS = CacheControls()
+#: An age bound past any answer's (a JSON number may be too large for a float).
+_FOREVER = 10**12
+
+
+def _directives(cache_control: str) -> dict[str, str]:
+    """A ``Cache-Control`` header's directives, names in lower case: ``{name: argument}``."""
+    directives: dict[str, str] = {}
+    for directive in cache_control.split(","):
+        name, _, argument = directive.partition("=")
+        directives.setdefault(name.strip().lower(), argument.strip())
+    return directives
 
 
 def opted_out(value: Any) -> bool:
@@ -132,28 +198,66 @@ def opted_out(value: Any) -> bool:
     if value is False:
         return True
     if isinstance(value, Mapping):
-        return any(value.get(name) is True for name in ("no-cache", "no-store", "no_cache"))
+        return any(value.get(name) is True for name in _OPT_OUTS)
     return False
 
 
 def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
-    """A ``cache`` field that is neither a boolean nor an object is a client's mistake."""
+    """The body's ``cache`` field, when it is a client's mistake: neither a boolean nor an
+    object, a member this gateway does not know (it would be ignored silently), or a member
+    of the wrong type. A member given as ``null`` is absent."""
     value = payload.get("cache")
-    if value is None or isinstance(value, bool | Mapping):
+    if value is None or isinstance(value, bool):
         return None
-    return Refusal(
-        400,
-        "'cache' must be a boolean or an object such as {\"no-store\": true}.",
-        code="invalid_type",
-        param="cache",
-    )
+    if not isinstance(value, Mapping):
+        return _invalid(
+            "cache", "'cache' must be a boolean or an object such as {\"no-store\": true}."
+        )
+    unknown = [name for name in value if name not in _MEMBERS]
+    if unknown:
+        return Refusal(
+            400,
+            f"Unknown member(s) of 'cache': {', '.join(map(str, unknown))}. Allowed: "
+            f"{', '.join(_MEMBERS)}.",
+            code="unknown_parameter",
+            param=f"cache.{unknown[0]}",
+        )
+    for name in _OPT_OUTS:
+        if value.get(name) is not None and not isinstance(value[name], bool):
+            return _invalid(f"cache.{name}", f"'cache.{name}' must be a boolean.")
+    age, ttl, namespace = value.get("s-maxage"), value.get("ttl"), value.get("namespace")
+    if age is not None and not (_seconds(age) and age >= 0):
+        return _invalid(
+            "cache.s-maxage", "'cache.s-maxage' must be a number of seconds, 0 or more."
+        )
+    if ttl is not None and not (_seconds(ttl) and ttl > 0):
+        return _invalid("cache.ttl", "'cache.ttl' must be a number of seconds above 0.")
+    if namespace is not None and not (
+        isinstance(namespace, str) and 0 < len(namespace) <= _MAX_NAMESPACE
+    ):
+        return _invalid(
+            "cache.namespace",
+            f"'cache.namespace' must be a string of 1 to {_MAX_NAMESPACE} characters.",
+        )
+    return None
+
+
+def _invalid(param: str, message: str) -> Refusal:
+    return Refusal(400, message, code="invalid_type", param=param)
 
 
 def _keyed(
-    canonical: dict[str, Any], secret: bytes, values: Mapping[str, str] | None = None
+    canonical: dict[str, Any],
+    secret: bytes,
+    values: Mapping[str, str] | None = None,
+    namespace: str | None = None,
 ) -> str:
-    # With values, a list: no request's own fields can spell the same text.
-    keyed: Any = canonical if not values else [canonical, sorted(values.items())]
+    # With values or a namespace, a list: no request's own fields can spell the same text.
+    keyed: Any = canonical
+    if namespace is not None:
+        keyed = [canonical, sorted(values.items()) if values else [], namespace]
+    elif values:
+        keyed = [canonical, sorted(values.items())]
     text = json.dumps(keyed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hmac.digest(secret, text.encode(), "sha256").hex()[:32]
 
@@ -171,3 +275,8 @@ def _text_of(content: Any) -> str | None:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _seconds(value: Any) -> bool:
+    """A number of seconds: an int (of any size) or a finite float."""
+    return _number(value) and (isinstance(value, int) or math.isfinite(value))
