@@ -169,6 +169,15 @@ def validate_chat_request(payload: object) -> Refusal | None:
         value = payload.get(name)
         if value is not None and not _int_within(value, low, high):
             return _out_of_bounds(name, low, high)
+    # Read by the cache to decide what it may serve (a kept answer has no logprobs, no audio).
+    logprobs = payload.get("logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool):
+        return _invalid("logprobs", "'logprobs' must be a boolean.")
+    modalities = payload.get("modalities")
+    if modalities is not None and not (
+        isinstance(modalities, list) and all(isinstance(m, str) for m in modalities)
+    ):
+        return _invalid("modalities", "'modalities' must be an array of strings.")
     for name, low, high in (("temperature", 0, 2), ("top_p", 0, 1)):
         value = payload.get(name)
         if value is not None and (not _is_number(value) or not low <= value <= high):

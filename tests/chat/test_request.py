@@ -122,6 +122,33 @@ async def test_chat_integers_are_bounded(field: str, value: Any, ok: bool) -> No
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "ok", "says"),
+    [
+        ("logprobs", True, True, ""),
+        ("logprobs", False, True, ""),
+        ("logprobs", 1, False, "'logprobs' must be a boolean."),
+        ("logprobs", "true", False, "'logprobs' must be a boolean."),
+        ("modalities", ["text"], True, ""),
+        ("modalities", "audio", False, "'modalities' must be an array of strings."),
+        ("modalities", ["text", 1], False, "'modalities' must be an array of strings."),
+    ],
+)
+async def test_fields_the_cache_decides_on_have_their_types(
+    field: str, value: Any, ok: bool, says: str
+) -> None:
+    # Once "logprobs": 1 was kept as an answer without logprobs and served to the next.
+    async with provisioned("scale", **CONFIG) as env:
+        answer = await env.chat(**{field: value})
+        if ok:
+            assert answer.status == 200, answer.body
+            return
+        assert answer.status == 400
+        error = answer.json()["error"]
+        assert (error["code"], error["param"], error["message"]) == ("invalid_type", field, says)
+        assert env.upstream.calls == 0
+
+
+@pytest.mark.parametrize(
     ("value", "ok"), [(1, True), (3072, True), (65_537, False), (10**19, False)]
 )
 async def test_embedding_dimensions_are_bounded(value: int, ok: bool) -> None:
