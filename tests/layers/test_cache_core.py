@@ -126,9 +126,10 @@ def test_what_a_request_asks_of_the_cache(cache: Any, header: str, controls: Cac
 def test_an_answers_age_against_the_bound() -> None:
     assert CacheControls().accepts(None, 1000.0)
     bound = CacheControls(max_age=60)
-    assert bound.accepts(940.0, 1000.0)
-    assert not bound.accepts(939.0, 1000.0)
+    assert bound.accepts(940.5, 1000.0)
+    assert not bound.accepts(940.0, 1000.0)
     assert not bound.accepts(None, 1000.0)  # kept before answers said when
+    assert not CacheControls(max_age=0).accepts(1000.0, 1000.0)  # a fresh answer, always
 
 
 def test_a_namespace_is_its_own_key_and_partition() -> None:

@@ -54,11 +54,12 @@ class CacheControls:
     namespace: str | None = None
 
     def accepts(self, stored_at: float | None, now: float) -> bool:
-        """Whether an answer kept at ``stored_at`` is young enough (one kept before answers
-        said when, ``None``, is not when there is a bound)."""
+        """Whether an answer kept at ``stored_at`` is younger than the bound (so ``max-age=0``
+        asks for a fresh answer, even within the clock's resolution; one kept before answers
+        said when, ``None``, is not accepted under a bound)."""
         if self.max_age is None:
             return True
-        return stored_at is not None and now - stored_at <= self.max_age
+        return stored_at is not None and now - stored_at < self.max_age
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
