@@ -163,10 +163,11 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
             "storage": {"url": args.storage, "redis_prefix": args.redis_prefix},
             "auth": {"mode": "enforce" if keyed else "off"},
             "limits": {"mode": "enforce" if keyed else "off"},
-            # Limits far above the load: every request pays the checks, none is refused.
+            # Limits far above the load: every request pays the checks, none is refused
+            # (unless --included-requests puts the quota within it).
             "plans": {
                 "bench": {
-                    "included_requests": 10**12,
+                    "included_requests": getattr(args, "included_requests", 10**12),
                     "burst_limit_rpm": 10**9,
                     **({"budget_usd": 10**8} if args.budget else {}),
                 }
@@ -261,6 +262,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", action="store_true", help=hidden)
     parser.add_argument("--metrics", action="store_true", help=hidden)
     parser.add_argument("--no-auth", action="store_true", help=hidden)
+    parser.add_argument("--included-requests", type=int, default=10**12, help=hidden)
 
 
 # -- the measurement ----------------------------------------------------------------------------

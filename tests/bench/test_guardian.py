@@ -108,6 +108,11 @@ def test_no_auth_keeps_auth_and_limits_off_though_a_key_is_made() -> None:
     assert (config.auth.mode, config.limits.mode, config.cache.mode) == ("off", "off", "enforce")
 
 
+def test_the_quota_is_far_above_the_load_unless_asked_for() -> None:
+    assert _config().plans["bench"].included_requests == 10**12
+    assert _config("--included-requests", "1").plans["bench"].included_requests == 1
+
+
 def test_the_guardian_flag_turns_every_rule_on_far_above_the_load() -> None:
     config = _config("--guardian")
     assert (config.auth.mode, config.limits.mode, config.guardian.mode) == ("enforce",) * 3
