@@ -21,6 +21,9 @@ So a match above the threshold must also keep, between the prompt cached and the
   Portuguese, Dutch), so an answer never comes back in another;
 - the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``,
   ``a.b`` not ``a\\.b``);
+- in English, the same **article** before a word both give one (``the bar`` is not ``a bar``,
+  nor ``the number of`` ``a number of``; ``a tomato`` / ``the tomato`` is a hit lost) and the
+  same **possessive** (``my students'`` is not ``my student's``);
 - the same **tense and mood** as English auxiliaries give them (``Is Pluto a planet?`` is not
   ``Was Pluto a planet?``, nor ``should`` ``must``; ``How do I`` is ``How can I``);
 - the same **order** of the content words both hold (``Is Paris north of Madrid`` is not
@@ -52,6 +55,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from itertools import pairwise
 
 __all__ = ["in_plain_order", "same_meaning_words", "signature"]
 
@@ -294,6 +298,11 @@ def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
     if not _one_within_the_other(_prepositions(cached), _prepositions(new)):
         return False  # a preposition replaced or moved: another direction, another attachment
     language = str(shape[_LANGUAGE])
+    if language in ("en", "") and (
+        _disagree(_articled(cached), _articled(new))
+        or _disagree(_possessives(cached), _possessives(new))
+    ):
+        return False  # "the bar" / "a bar", "my students' grades" / "my student's grades"
     first, second = _content(cached, language), _content(new, language)
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
@@ -507,6 +516,47 @@ def _tenses(raw: list[str], language: str) -> tuple[str, ...]:
             continue  # "Can you explain", "How can I": asking, not a mood of its own
         found.add(tense)
     return tuple(sorted(found))
+
+
+_ARTICLE_KIND = {"a": "a", "an": "a", "the": "the"}
+#: A token's edges without the apostrophe that makes a plural possessive (``students'``).
+_EDGES_BUT_APOSTROPHES = _EDGES.replace("'", "").replace("\u2019", "")
+
+
+def _articled(text: str) -> dict[str, set[str]]:
+    """The English words an article stands before, with the articles' kinds (``a`` for ``a``
+    and ``an``, ``the``): ``the bar`` is not ``a bar``, nor ``the number of`` ``a number
+    of``."""
+    words = [_base(w.casefold()) for w in _WORD.findall(text)]
+    found: dict[str, set[str]] = {}
+    for article, word in pairwise(words):
+        kind = _ARTICLE_KIND.get(article)
+        if kind is not None and word not in _ARTICLE_KIND:
+            found.setdefault(_singular(word), set()).add(kind)
+    return found
+
+
+def _possessives(text: str) -> dict[str, set[str]]:
+    """The English words in the possessive, with their number (``students'`` plural,
+    ``student's`` singular); not a function word's ``'s`` (``what's``, ``it's``)."""
+    found: dict[str, set[str]] = {}
+    for token in text.split():
+        word = token.strip(_EDGES_BUT_APOSTROPHES).casefold().replace("\u2019", "'")
+        if word.endswith("s'") and len(word) > 2:
+            base, number = word[:-1], "plural"
+        elif word.endswith("'s") and len(word) > 2:
+            base, number = word[:-2], "singular"
+        else:
+            continue
+        if base.isalpha() and base not in _FUNCTION and base != "let":
+            found.setdefault(_singular(base), set()).add(number)
+    return found
+
+
+def _disagree(one: dict[str, set[str]], other: dict[str, set[str]]) -> bool:
+    """Whether a word both texts mark (with an article, in the possessive) is marked
+    otherwise in each."""
+    return any(kinds.isdisjoint(other[word]) for word, kinds in one.items() if word in other)
 
 
 def _prepositions(text: str) -> list[str]:

@@ -163,7 +163,7 @@ def test_an_elided_article_is_not_the_word() -> None:
         ("Is coffee or tea healthier?", "Is coffee and tea healthier?", False),
         ("Write a poem about the sea for me", "Write a poem about me for the sea", False),
         ("What is the capital of Australia?", "Which is the capital of Australia?", True),
-        ("Can a dog eat grapes?", "Can the dog eat grapes?", True),
+        ("Can a dog eat grapes?", "Can dogs eat grapes?", True),
     ],
 )
 def test_tense_question_word_person_and_or_are_kept_by_either_guard(
@@ -268,6 +268,23 @@ def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
             "C\u00f3mo invierto una lista en Python?",
             True,
         ),
+        # an article's kind before the same word; a possessive's number
+        ("How hard is the bar?", "How hard is a bar?", False),
+        ("What is the Milky Way made of?", "What is a Milky Way made of?", False),
+        (
+            "Does a number of students take a plural verb?",
+            "Does the number of students take a plural verb?",
+            False,
+        ),
+        ("How tall is the Eiffel Tower?", "How tall is Eiffel Tower?", True),  # only one has it
+        ("Can a dog eat grapes?", "Can the dog eat grapes?", False),  # a lost hit: safe
+        ("How do I sort a list in Python?", "How do I sort lists in Python?", True),
+        (
+            "How do I calculate my students' average grade?",
+            "How do I calculate my student's average grade?",
+            False,
+        ),
+        ("What's my sister's favourite colour?", "What is my sister's favourite colour?", True),
     ],
 )
 def test_what_a_rule_aware_attack_found(cached: str, new: str, same: bool) -> None:

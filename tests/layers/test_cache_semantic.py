@@ -222,7 +222,7 @@ def test_the_labelled_pairs_never_hit_a_near_miss_at_the_default_settings() -> N
     (false_hits, near_misses), (paraphrases, pairs) = outcomes["near_miss"], outcomes["paraphrase"]
     assert near_misses + pairs >= 300
     assert false_hits == []
-    assert len(paraphrases) >= 111
+    assert len(paraphrases) >= 110
 
 
 def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> None:
@@ -230,7 +230,7 @@ def test_the_lenient_guard_serves_more_paraphrases_and_some_near_misses() -> Non
     from gateway_kit.bench.cache import guard_outcomes
 
     outcomes = guard_outcomes(PAIRS, lenient=True)
-    assert len(outcomes["paraphrase"][0]) >= 130
+    assert len(outcomes["paraphrase"][0]) >= 129
     assert len(outcomes["near_miss"][0]) <= 15
 
 
@@ -282,11 +282,11 @@ def test_loading_the_local_embedder_leaves_the_applications_logging_alone() -> N
 
 def test_pairs_written_to_get_past_the_guard_are_served_as_the_readme_says() -> None:
     """``cache_pairs_adversarial.jsonl`` was written knowing the guard's rules: the strict
-    guard serves 8 of its near misses (articles, a plural, an apostrophe; the README lists
-    them), no more."""
+    guard serves 4 of its near misses (an article before a name, plurals that are other words,
+    a question mark; the README lists them), no more."""
     from gateway_kit.bench.cache import ADVERSARIAL, guard_outcomes
 
     outcomes = guard_outcomes(ADVERSARIAL, lenient=False)
     (served, near_misses), (paraphrases, _) = outcomes["near_miss"], outcomes["paraphrase"]
-    assert (len(served), near_misses) == (8, 149)
+    assert (len(served), near_misses) == (4, 149)
     assert len(paraphrases) >= 26
