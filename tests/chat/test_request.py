@@ -87,43 +87,27 @@ async def test_bodies_that_cannot_be_forwarded_are_a_400_and_never_go_upstream(
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "ok"),
-    [
-        ("n", 1, True),
-        ("n", 128, True),
-        ("n", 129, False),
-        ("n", 10**16, False),  # once a 500 from the budget's reservation
-        ("n", 0, False),
-        ("n", 1.0, False),
-        ("n", True, False),
-        ("max_tokens", 2**31 - 1, True),
-        ("max_tokens", 2**31, False),
-        ("max_tokens", 10**400, False),
-        ("max_completion_tokens", 0, False),
-        ("max_completion_tokens", -5, False),
-        ("max_completion_tokens", 10**19, False),
-        ("top_logprobs", 0, True),
-        ("top_logprobs", 20, True),
-        ("top_logprobs", 21, False),
-        ("top_logprobs", "5", False),
-    ],
-)
-async def test_chat_integers_are_bounded(field: str, value: Any, ok: bool) -> None:
-    async with provisioned("scale", **CONFIG) as env:
-        answer = await env.chat(**{field: value})
-        if ok:
-            assert answer.status == 200, answer.body
-            return
-        assert answer.status == 400
-        error = answer.json()["error"]
-        assert (error["code"], error["param"]) == ("invalid_type", field)
-        assert "must be an integer from" in error["message"]
-        assert env.upstream.calls == 0
-
-
-@pytest.mark.parametrize(
     ("field", "value", "ok", "says"),
     [
+        ("n", 1, True, ""),
+        ("n", 128, True, ""),
+        ("n", 129, False, "must be an integer from"),
+        ("n", 10**16, False, "must be an integer from"),  # once a 500 from Budget's reservation
+        ("n", 0, False, "must be an integer from"),
+        ("n", 1.0, False, "must be an integer from"),
+        ("n", True, False, "must be an integer from"),
+        ("max_tokens", 2**31 - 1, True, ""),
+        ("max_tokens", 2**31, False, "must be an integer from"),
+        ("max_tokens", 10**400, False, "must be an integer from"),
+        ("max_completion_tokens", 0, False, "must be an integer from"),
+        ("max_completion_tokens", -5, False, "must be an integer from"),
+        ("max_completion_tokens", 10**19, False, "must be an integer from"),
+        ("top_logprobs", 0, True, ""),
+        ("top_logprobs", 20, True, ""),
+        ("top_logprobs", 21, False, "must be an integer from"),
+        ("top_logprobs", "5", False, "must be an integer from"),
+        # The cache decides on these: once "logprobs": 1 was kept as an answer without
+        # logprobs and served to the next request.
         ("logprobs", True, True, ""),
         ("logprobs", False, True, ""),
         ("logprobs", 1, False, "'logprobs' must be a boolean."),
@@ -133,10 +117,9 @@ async def test_chat_integers_are_bounded(field: str, value: Any, ok: bool) -> No
         ("modalities", ["text", 1], False, "'modalities' must be an array of strings."),
     ],
 )
-async def test_fields_the_cache_decides_on_have_their_types(
+async def test_chat_fields_the_gateway_computes_with_have_their_types_and_bounds(
     field: str, value: Any, ok: bool, says: str
 ) -> None:
-    # Once "logprobs": 1 was kept as an answer without logprobs and served to the next.
     async with provisioned("scale", **CONFIG) as env:
         answer = await env.chat(**{field: value})
         if ok:
@@ -144,7 +127,8 @@ async def test_fields_the_cache_decides_on_have_their_types(
             return
         assert answer.status == 400
         error = answer.json()["error"]
-        assert (error["code"], error["param"], error["message"]) == ("invalid_type", field, says)
+        assert (error["code"], error["param"]) == ("invalid_type", field)
+        assert says in error["message"]
         assert env.upstream.calls == 0
 
 
