@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import anyio
 
 from gateway_kit._asgi import CancelOnDisconnect, Receive, Scope, Send, send_error
+from gateway_kit.chat.cache_field import without_cache_field
 from gateway_kit.chat.meter import MeterTransform
 from gateway_kit.chat.model import RouteVerdict, resolve_model
 from gateway_kit.chat.request import RequestKind, load_request
@@ -192,7 +193,9 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
         self, ctx: RequestContext, route: ModelRoute, payload: dict[str, Any], send: Send
     ) -> None:
         gateway = self._gateway
-        body = ctx.body if payload is ctx.json else None
+        upstream = without_cache_field(payload)  # gateway-kit's own: never sent upstream
+        body = ctx.body if payload is ctx.json and upstream is payload else None
+        payload = upstream
         strip = False
         stream = payload.get("stream") is True
         if stream:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from gateway_kit._asgi import Receive, Scope, header
+from gateway_kit.chat.cache_field import check_cache_field
 from gateway_kit.pipeline.body import (
     BodyTooLarge,
     ClientDisconnected,
@@ -182,6 +183,9 @@ def validate_chat_request(payload: object) -> Refusal | None:
         value = payload.get(name)
         if value is not None and (not _is_number(value) or not low <= value <= high):
             return _invalid(name, f"'{name}' must be a number between {low} and {high}.")
+    error = check_cache_field(payload)
+    if error is not None:
+        return error
     return _validate_tools(payload.get("tools"))
 
 

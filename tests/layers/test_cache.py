@@ -559,8 +559,15 @@ async def test_off_is_off() -> None:
     async with provisioned("scale", cache={"mode": "off"}) as env:
         env.upstream.json_body = answer()
         await env.chat(**BASE)
-        again = await env.chat(**BASE)
+        again = await env.chat(**BASE, cache={"ttl": 60})
         assert "x-gateway-cache" not in again.headers
+        assert env.upstream.calls == 2
+        # The field is still gateway-kit's: checked, and never sent upstream (OpenAI would
+        # refuse an argument it does not know).
+        assert "cache" not in env.upstream.sent_json()
+        mistaken = await env.chat(**BASE, cache={"no-store": "yes"})
+        assert mistaken.status == 400
+        assert mistaken.json()["error"]["param"] == "cache.no-store"
         assert env.upstream.calls == 2
 
 

@@ -12,9 +12,10 @@ import pytest
 
 from gateway_kit import MemoryStorage
 from gateway_kit.cache import CachedAnswer, CacheKey, LocalCacheStore, StreamAssembler
+from gateway_kit.chat.cache_field import check_cache_field
 from gateway_kit.config.cache import CacheConfig
 from gateway_kit.cost.usage import Usage
-from gateway_kit.layers.cache.policy import CacheControls, CachePolicy, check_cache_field
+from gateway_kit.layers.cache.policy import CacheControls, CachePolicy
 from gateway_kit.testing import FakeClock
 
 SECRET = b"s" * 32

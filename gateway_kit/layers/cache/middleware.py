@@ -46,15 +46,9 @@ from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers._base import GatewayLayer
 from gateway_kit.layers.cache.embedder import ProviderEmbedder
-from gateway_kit.layers.cache.policy import (
-    CacheControls,
-    CachePolicy,
-    CacheVerdict,
-    check_cache_field,
-)
+from gateway_kit.layers.cache.policy import CacheControls, CachePolicy, CacheVerdict
 from gateway_kit.layers.cache.step import STORED, CacheCounts
 from gateway_kit.layers.cache.transform import StoreTransform
-from gateway_kit.pipeline.body import replace_json
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
@@ -123,18 +117,10 @@ class CacheMiddleware(GatewayLayer):
             await self.refuse(ctx, send, loaded)
             return None
         payload, receive = loaded
-        asked = payload
-        refusal = check_cache_field(payload)
-        if refusal is not None:
-            await self.refuse(ctx, send, refusal)
-            return None
-        if "cache" in payload:  # ours, not the provider's: it does not go upstream
-            payload = {k: v for k, v in payload.items() if k != "cache"}
-            replace_json(scope, payload)
         counts = CacheCounts(gateway.cache.counters)
         ctx.admission.join(counts)
         cache_control = (header(scope, b"cache-control") or b"").decode("latin-1")
-        reason = self.policy.bypass_reason(asked, cache_control)
+        reason = self.policy.bypass_reason(payload, cache_control)
         if reason is not None:
             ctx.verdicts[self.concern] = CacheVerdict(action="bypass", reason=reason)
             ctx.headers += [
@@ -146,7 +132,7 @@ class CacheMiddleware(GatewayLayer):
         if isinstance(route, Refusal):
             await self.refuse(ctx, send, route)
             return None
-        controls = self.policy.controls(asked, cache_control)
+        controls = self.policy.controls(payload, cache_control)
         namespace = controls.namespace
         masked: dict[str, Any] = ctx.extras.get("pii.masked") or payload
         # PII's cache scope: the model reads the values, so they are part of the key.

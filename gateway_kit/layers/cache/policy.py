@@ -23,24 +23,18 @@ from __future__ import annotations
 
 import hmac
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gateway_kit.chat.cache_field import OPT_OUTS
 from gateway_kit.config.cache import CacheConfig
-from gateway_kit.pipeline.verdicts import Refusal, Verdict
+from gateway_kit.pipeline.verdicts import Verdict
 
 __all__ = ["VOLATILE_FIELDS", "CacheControls", "CachePolicy", "CacheVerdict"]
 
 #: Request fields that do not change the answer: left out of the key.
 VOLATILE_FIELDS = frozenset({"stream", "stream_options", "user", "metadata", "store", "cache"})
-#: The body's ``cache`` object's opt-outs (LiteLLM's, and the spelling some clients use).
-_OPT_OUTS = ("no-cache", "no-store", "no_cache")
-#: Every member the ``cache`` object may have.
-_MEMBERS = (*_OPT_OUTS, "s-maxage", "ttl", "namespace")
-#: The longest namespace (it is hashed into the key: any text, within reason).
-_MAX_NAMESPACE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +107,8 @@ class CachePolicy:
         return None
 
     def controls(self, payload: Mapping[str, Any], cache_control: str) -> CacheControls:
-        """The request's ``CacheControls``, from its ``cache`` object (checked by
-        ``check_cache_field``) and its ``Cache-Control`` header (a ``max-age`` that is not a
+        """The request's ``CacheControls``, from its ``cache`` object (checked with the request:
+        ``chat.cache_field``) and its ``Cache-Control`` header (a ``max-age`` that is not a
         number of seconds is ignored, as HTTP caches do); the stricter age bound wins."""
         ages: list[float] = []
         if cache_control:
@@ -199,52 +193,8 @@ def opted_out(value: Any) -> bool:
     if value is False:
         return True
     if isinstance(value, Mapping):
-        return any(value.get(name) is True for name in _OPT_OUTS)
+        return any(value.get(name) is True for name in OPT_OUTS)
     return False
-
-
-def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
-    """The body's ``cache`` field, when it is a client's mistake: neither a boolean nor an
-    object, a member this gateway does not know (it would be ignored silently), or a member
-    of the wrong type. A member given as ``null`` is absent."""
-    value = payload.get("cache")
-    if value is None or isinstance(value, bool):
-        return None
-    if not isinstance(value, Mapping):
-        return _invalid(
-            "cache", "'cache' must be a boolean or an object such as {\"no-store\": true}."
-        )
-    unknown = [name for name in value if name not in _MEMBERS]
-    if unknown:
-        return Refusal(
-            400,
-            f"Unknown member(s) of 'cache': {', '.join(map(str, unknown))}. Allowed: "
-            f"{', '.join(_MEMBERS)}.",
-            code="unknown_parameter",
-            param=f"cache.{unknown[0]}",
-        )
-    for name in _OPT_OUTS:
-        if value.get(name) is not None and not isinstance(value[name], bool):
-            return _invalid(f"cache.{name}", f"'cache.{name}' must be a boolean.")
-    age, ttl, namespace = value.get("s-maxage"), value.get("ttl"), value.get("namespace")
-    if age is not None and not (_seconds(age) and age >= 0):
-        return _invalid(
-            "cache.s-maxage", "'cache.s-maxage' must be a number of seconds, 0 or more."
-        )
-    if ttl is not None and not (_seconds(ttl) and ttl > 0):
-        return _invalid("cache.ttl", "'cache.ttl' must be a number of seconds above 0.")
-    if namespace is not None and not (
-        isinstance(namespace, str) and 0 < len(namespace) <= _MAX_NAMESPACE
-    ):
-        return _invalid(
-            "cache.namespace",
-            f"'cache.namespace' must be a string of 1 to {_MAX_NAMESPACE} characters.",
-        )
-    return None
-
-
-def _invalid(param: str, message: str) -> Refusal:
-    return Refusal(400, message, code="invalid_type", param=param)
 
 
 def _keyed(
@@ -276,8 +226,3 @@ def _text_of(content: Any) -> str | None:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _seconds(value: Any) -> bool:
-    """A number of seconds: an int (of any size) or a finite float."""
-    return _number(value) and (isinstance(value, int) or math.isfinite(value))
