@@ -65,7 +65,12 @@ class MissingExtraError(ConfigError, ImportError):
 
 
 class InvalidRequestError(GatewayError, ValueError):
-    """A management request that cannot be honoured; the message says why."""
+    """A management request that cannot be honoured; the message says why, ``param`` which
+    field it is about (when one is)."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class NotFoundError(GatewayError, LookupError):

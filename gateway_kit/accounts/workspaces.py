@@ -89,13 +89,15 @@ class Workspaces:
         self.check_plan(plan)
         workspace_id = workspace_id or new_workspace_id()
         if not WORKSPACE_ID.fullmatch(workspace_id):
-            raise InvalidRequestError(f"not a workspace id: {workspace_id!r}")
+            raise InvalidRequestError(f"not a workspace id: {workspace_id!r}", param="workspace_id")
         workspace = Workspace(workspace_id, email, plan, await self._storage.now())
         created = await self._storage.set(
             f"{workspace_id}:workspace", json.dumps(asdict(workspace)).encode(), if_absent=True
         )
         if not created:
-            raise InvalidRequestError(f"workspace {workspace_id} already exists")
+            raise InvalidRequestError(
+                f"workspace {workspace_id} already exists", param="workspace_id"
+            )
         await self._index(workspace)
         return workspace
 
@@ -189,7 +191,8 @@ class Workspaces:
     def check_plan(self, plan: str) -> None:
         if plan not in self._config.plans:
             raise InvalidRequestError(
-                f"no plan named {plan!r} (known: {', '.join(sorted(self._config.plans))})"
+                f"no plan named {plan!r} (known: {', '.join(sorted(self._config.plans))})",
+                param="plan",
             )
 
     async def _index(self, workspace: Workspace) -> None:
@@ -205,7 +208,7 @@ class Workspaces:
 
 def check_email(email: str) -> None:
     if len(email) > MAX_EMAIL or not email.isprintable() or not _EMAIL.fullmatch(email):
-        raise InvalidRequestError(f"not an e-mail address: {email!r}")
+        raise InvalidRequestError(f"not an e-mail address: {email!r}", param="email")
 
 
 def iso_at(moment: float) -> str:

@@ -1,5 +1,6 @@
 """The body's ``cache`` field: gateway-kit's own, read by the cache layer and never sent
-upstream (the chat endpoint drops it), whether the cache is on or not.
+upstream (the inference endpoints drop it, embeddings' too: LiteLLM's clients send it there),
+whether the cache is on or not.
 
 ``false``, or an object with LiteLLM's per-request cache controls: ``no-cache`` / ``no-store``
 (``no_cache``) opt out; ``s-maxage`` bounds the age of the answer accepted, ``ttl`` the time

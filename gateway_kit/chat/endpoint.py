@@ -99,6 +99,7 @@ class _InferenceEndpoint:
             # The layers may have changed the model (a budget downgrade): one of ours still.
             route = resolve_model(ctx, gateway, payload, kind)
             assert not isinstance(route, Refusal)
+        payload = without_cache_field(payload)  # gateway-kit's own: never sent upstream
         try:
             async with CancelOnDisconnect(receive, send) as guard:
                 await self._call(ctx, route, payload, guard.send)
@@ -193,9 +194,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
         self, ctx: RequestContext, route: ModelRoute, payload: dict[str, Any], send: Send
     ) -> None:
         gateway = self._gateway
-        upstream = without_cache_field(payload)  # gateway-kit's own: never sent upstream
-        body = ctx.body if payload is ctx.json and upstream is payload else None
-        payload = upstream
+        body = ctx.body if payload is ctx.json else None
         strip = False
         stream = payload.get("stream") is True
         if stream:

@@ -257,7 +257,7 @@ def validate_embeddings_request(payload: object) -> Refusal | None:
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         return _invalid("user", "'user' must be a string.")
-    return None
+    return check_cache_field(payload)
 
 
 def _validate_input(value: object) -> Refusal | None:

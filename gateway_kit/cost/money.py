@@ -21,7 +21,7 @@ def parse_usd(value: Any, name: str, *, high: int, positive: bool = False) -> in
     """A USD amount (a JSON number from 0, or above 0, to ``high``) as integer micro-USD,
     rounded half up. Anything else raises ``InvalidRequestError`` naming ``name``."""
     bounds = f"above 0 and at most {high:,}" if positive else f"from 0 to {high:,}"
-    invalid = InvalidRequestError(f"'{name}' must be a number of US dollars {bounds}.")
+    invalid = InvalidRequestError(f"'{name}' must be a number of US dollars {bounds}.", param=name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise invalid
     amount = Decimal(str(value))
@@ -29,5 +29,5 @@ def parse_usd(value: Any, name: str, *, high: int, positive: bool = False) -> in
         raise invalid
     micro = int((amount * 1_000_000).to_integral_value(rounding=ROUND_HALF_UP))
     if positive and micro <= 0:
-        raise InvalidRequestError(f"'{name}' is below a micro-dollar.")
+        raise InvalidRequestError(f"'{name}' is below a micro-dollar.", param=name)
     return micro

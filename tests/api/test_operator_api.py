@@ -104,8 +104,8 @@ async def test_plan_email_and_status_change_and_the_keys_follow_at_once() -> Non
         assert (await env.chat()).status == 200
 
         for body, param in (
-            ({"plan": "gold"}, None),
-            ({"email": "not-an-email"}, None),
+            ({"plan": "gold"}, "plan"),
+            ({"email": "not-an-email"}, "email"),
             ({"email": "a\x1b[31m@example.com"}, "email"),  # string_field: no controls
             ({"status": "deleted"}, "status"),
             ({"owner": "me"}, "owner"),
@@ -157,8 +157,17 @@ async def test_a_new_workspace_with_its_first_admin_key() -> None:
             {"email": "x@example.com", "workspace_id": body["workspace_id"]},
         )
         assert again.status == 409
-        for bad in ({"email": "nope"}, {"email": "a@b.co", "plan": "gold"}, {"email": 3}, {}):
-            assert (await op(env, "POST", "/workspaces", bad)).status == 400, bad
+        assert again.json()["error"]["param"] == "workspace_id"
+        for bad, param in (
+            ({"email": "nope"}, "email"),
+            ({"email": "a@b.co", "plan": "gold"}, "plan"),
+            ({"email": 3}, "email"),
+            ({}, "email"),
+            ({"email": "a@b.co", "workspace_id": "not an id"}, "workspace_id"),
+        ):
+            answer = await op(env, "POST", "/workspaces", bad)
+            assert answer.status == 400, bad
+            assert answer.json()["error"]["param"] == param, bad
 
 
 async def test_deleting_a_workspace_removes_its_keys_webhooks_deliveries_and_state() -> None:

@@ -132,6 +132,32 @@ async def test_chat_fields_the_gateway_computes_with_have_their_types_and_bounds
         assert env.upstream.calls == 0
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
+async def test_the_cache_field_is_checked_and_never_sent_upstream(path: str) -> None:
+    models = [
+        {"name": "gpt-fake", "provider": "up"},
+        {"name": "embed", "provider": "up", "kind": "embedding"},
+    ]
+    embedding = {"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}
+    async with provisioned("scale", models=models, cache={"mode": "off"}) as env:
+        if path == "/v1/embeddings":
+            env.upstream.json_body = {
+                "object": "list",
+                "data": [embedding],
+                "model": "embed",
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        start = CHAT if path.endswith("completions") else EMBED
+        kept = await post(env, path, start + b', "cache": {"ttl": 60, "namespace": "a"}}')
+        assert kept.status == 200, kept.body
+        assert "cache" not in env.upstream.sent_json()
+        assert env.upstream.sent_json()["model"] in ("gpt-fake", "embed")
+        mistaken = await post(env, path, start + b', "cache": {"no-cache": "yes"}}')
+        assert mistaken.status == 400
+        assert mistaken.json()["error"]["param"] == "cache.no-cache"
+        assert env.upstream.calls == 1
+
+
 @pytest.mark.parametrize(
     ("value", "ok"), [(1, True), (3072, True), (65_537, False), (10**19, False)]
 )

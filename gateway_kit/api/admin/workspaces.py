@@ -300,4 +300,6 @@ def _status(value: Any, param: str) -> Status | None:
 def _invalid(exc: InvalidRequestError) -> ApiError:
     message = str(exc)
     status = 409 if "already exists" in message else 400
-    return ApiError(status, message[0].upper() + message[1:] + ".", code="invalid_value")
+    return ApiError(
+        status, message[0].upper() + message[1:] + ".", code="invalid_value", param=exc.param
+    )
