@@ -1,9 +1,12 @@
 """Two gateway processes (real uvicorn) on one Redis share the answer cache: what one kept,
 the other serves, exactly and by meaning; a restart keeps it; a purge through one empties it
-for both; hits from both count against one quota, exactly."""
+for both; hits from both count against one quota, exactly; and under a concurrent load of
+paraphrases and near misses, every answer is its own request's or a paraphrase's."""
 
 from __future__ import annotations
 
+import json
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,6 +18,8 @@ import pytest
 
 from gateway_kit import Gateway, load_config
 from gateway_kit.accounts.scopes import ROLES
+from gateway_kit.bench.cache import PAIRS
+from gateway_kit.cache.guard import same_meaning_words
 from tests.servers import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
@@ -161,3 +166,71 @@ def test_hits_on_two_gateways_count_against_one_quota_exactly(
     assert outcomes == {(200, "hit"): 29, (402, "-"): 71}, outcomes
     assert me.status_code == 200, me.text
     assert me.json()["used_requests"] == 30
+
+
+ECHO = "This is a mock reply from gateway-kit to: "
+
+
+def test_under_concurrent_load_every_answer_is_the_requests_own_or_a_paraphrases(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """The built-in mock answers with the prompt it was asked, so each answer says which
+    prompt it was kept for: a miss or an exact hit must be the request's own, a semantic hit
+    its labelled paraphrase's, never a near miss's. 30 pairs of each label: each pair's first
+    prompt, then both prompts three times over, shuffled, at once, over both gateways."""
+    config_file = write_config(tmp_path, redis_url, redis_prefix)
+    _, key = provision(config_file, "team")
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines()]
+    # Paraphrases the guard lets through (most are then served), near misses of every kind.
+    served = [p for p in pairs if p["label"] == "paraphrase" and same_meaning_words(p["a"], p["b"])]
+    chosen = served[:30] + [p for p in pairs if p["label"] == "near_miss"][::19][:30]
+    # What may answer a prompt: itself (a semantic hit on its own text is possible while its
+    # answer is being kept: the exact lookup came just before) and its paraphrases.
+    answers: dict[str, set[str]] = {}
+    for pair in chosen:
+        for one, other in ((pair["a"], pair["b"]), (pair["b"], pair["a"])):
+            answers.setdefault(one, {one})
+            if pair["label"] == "paraphrase":
+                answers[one].add(other)
+    first_asked = [pair["a"] for pair in chosen]
+    prompts = [text for pair in chosen for text in (pair["a"], pair["b"])] * 3
+    random.Random(7).shuffle(prompts)
+
+    async def wave(urls: list[str], prompts: list[str]) -> list[tuple[str, str, str]]:
+        seen: list[tuple[str, str, str]] = []
+        limit = anyio.Semaphore(32)
+        auth = {"authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(headers=auth, timeout=60) as client:
+
+            async def one(index: int, text: str) -> None:
+                async with limit:
+                    response = await client.post(
+                        f"{urls[index % 2]}/v1/chat/completions", json=question(text)
+                    )
+                assert response.status_code == 200, response.text
+                answer = content(response)
+                assert answer.startswith(ECHO), answer
+                asked_for = answer.removeprefix(ECHO)
+                seen.append((text, response.headers["x-gateway-cache"], asked_for))
+
+            async with anyio.create_task_group() as tasks:
+                for index, text in enumerate(prompts):
+                    tasks.start_soon(one, index, text)
+        return seen
+
+    with (
+        serving("--config", str(config_file), cwd=tmp_path) as (_, first),
+        serving("--config", str(config_file), cwd=tmp_path) as (_, second),
+    ):
+        outcomes = anyio.run(wave, [first, second], first_asked)
+        outcomes += anyio.run(wave, [second, first], prompts)
+    states = Counter(state for _, state, _ in outcomes)
+    for text, state, asked_for in outcomes:
+        if state == "semantic":
+            assert asked_for in {" ".join(t.split()) for t in answers[text]}, (text, asked_for)
+        else:
+            assert state in ("miss", "hit"), state
+            assert asked_for == " ".join(text.split()), (text, asked_for)
+    assert sum(states.values()) == len(first_asked) + len(prompts)
+    assert states["hit"] >= len(prompts) // 3  # the first prompts asked again at least
+    assert states["semantic"] >= 3 * 10  # the paraphrases the guard serves, each time
