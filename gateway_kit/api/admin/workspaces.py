@@ -31,6 +31,8 @@ A suspended workspace's keys are refused (403 ``workspace_suspended``) on every 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, cast
 
 from starlette.requests import Request
@@ -72,6 +74,8 @@ async def find_workspace(gateway: Gateway, request: Request) -> Workspace:
 
 
 def workspace_routes(gateway: Gateway) -> list[Route]:
+    one = "/workspaces/{workspace_id}"
+
     async def list_all(request: Request) -> Response:
         query = request.query_params
         try:
@@ -168,65 +172,29 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return ApiError(409, f"{exc}.", code="wallet_not_empty", param="force").response()
         return json_response(removed)
 
-    async def read_budget(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await budget_status(gateway, workspace.id))
+    def layer_settings(path: str, status: SettingsView, change: SettingsChange) -> list[Route]:
+        """``GET`` and ``PATCH`` of a workspace's settings of one layer, as the workspace's
+        own API reads (``status``) and changes (``change``) them, for any workspace."""
 
-    async def update_budget(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            await change_budget(gateway, workspace.id, await json_body(request), caller=None)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await budget_status(gateway, workspace.id))
+        async def read_settings(request: Request) -> Response:
+            try:
+                workspace = await find_workspace(gateway, request)
+            except ApiError as exc:
+                return exc.response()
+            return json_response(await status(gateway, workspace.id))
 
-    async def read_guardian(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await guardian_status(gateway, workspace.id))
+        async def update_settings(request: Request) -> Response:
+            try:
+                workspace = await find_workspace(gateway, request)
+                await change(gateway, workspace.id, await json_body(request))
+            except ApiError as exc:
+                return exc.response()
+            return json_response(await status(gateway, workspace.id))
 
-    async def update_guardian(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            await change_guardian(gateway, workspace.id, await json_body(request), caller=None)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await guardian_status(gateway, workspace.id))
-
-    async def read_pii(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await pii_status(gateway, workspace.id))
-
-    async def update_pii(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            await change_pii(gateway, workspace.id, await json_body(request))
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await pii_status(gateway, workspace.id))
-
-    async def read_cache(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await cache_status(gateway, workspace.id))
-
-    async def update_cache(request: Request) -> Response:
-        try:
-            workspace = await find_workspace(gateway, request)
-            await change_cache(gateway, workspace.id, await json_body(request))
-        except ApiError as exc:
-            return exc.response()
-        return json_response(await cache_status(gateway, workspace.id))
+        return [
+            Route(one + path, read_settings, methods=["GET"]),
+            Route(one + path, update_settings, methods=["PATCH"]),
+        ]
 
     async def purge_workspace_cache(request: Request) -> Response:
         try:
@@ -265,26 +233,27 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
         made = await gateway.keys.create(workspace.id, name=name, scopes=scopes)
         return json_response({**made.key.public(), "key": made.secret}, 201)
 
-    one = "/workspaces/{workspace_id}"
     return [
         Route("/workspaces", list_all, methods=["GET"]),
         Route("/workspaces", create, methods=["POST"]),
         Route(one, read, methods=["GET"]),
         Route(one, update, methods=["PATCH"]),
         Route(one, delete, methods=["DELETE"]),
-        Route(one + "/budget", read_budget, methods=["GET"]),
-        Route(one + "/budget", update_budget, methods=["PATCH"]),
-        Route(one + "/guardian", read_guardian, methods=["GET"]),
-        Route(one + "/guardian", update_guardian, methods=["PATCH"]),
-        Route(one + "/pii", read_pii, methods=["GET"]),
-        Route(one + "/pii", update_pii, methods=["PATCH"]),
-        Route(one + "/cache", read_cache, methods=["GET"]),
-        Route(one + "/cache", update_cache, methods=["PATCH"]),
+        # The operator changes any workspace's settings, as its owner would (caller: none).
+        *layer_settings("/budget", budget_status, partial(change_budget, caller=None)),
+        *layer_settings("/guardian", guardian_status, partial(change_guardian, caller=None)),
+        *layer_settings("/pii", pii_status, change_pii),
+        *layer_settings("/cache", cache_status, change_cache),
         Route(one + "/cache", purge_workspace_cache, methods=["DELETE"]),
         Route("/cache", purge_every_cache, methods=["DELETE"]),
         *(Route(one + path, reader(answer), methods=["GET"]) for path, answer in READS.items()),
         Route(one + "/keys", create_key, methods=["POST"]),
     ]
+
+
+#: A layer's settings of a workspace as the API shows them, and a PATCH body applied to them.
+SettingsView = Callable[[Gateway, str], Awaitable[dict[str, Any]]]
+SettingsChange = Callable[[Gateway, str, dict[str, Any]], Awaitable[None]]
 
 
 def _status(value: Any, param: str) -> Status | None:
