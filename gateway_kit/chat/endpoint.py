@@ -112,6 +112,26 @@ class _InferenceEndpoint:
     ) -> None:
         raise NotImplementedError
 
+    async def _routed(
+        self,
+        ctx: RequestContext,
+        operation: str,
+        route: ModelRoute,
+        routing: Awaitable[Routed],
+        send: Send,
+    ) -> Routed | None:
+        """The router's answer (``routing``: traced when tracing is on), or ``None`` once every
+        deployment failed and the client has been told (``upstream`` timed until then)."""
+        started = time.perf_counter()
+        try:
+            if ctx.tracing is None:
+                return await routing
+            return await _traced(ctx, operation, route, routing)
+        except RoutingFailed as failed:
+            ctx.timings["upstream"] = time.perf_counter() - started
+            await self._unrouted(ctx, failed, send)
+            return None
+
     @staticmethod
     async def _unrouted(ctx: RequestContext, failed: RoutingFailed, send: Send) -> None:
         """No deployment answered: 503 when all were cooling down, else 502."""
@@ -202,15 +222,8 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
             body = None if strip else body
         call = ChatCall(payload, body, stream=stream, request_id=ctx.request_id)
         started = time.perf_counter()
-        try:
-            routed = await (
-                gateway.router.chat(route, call)
-                if ctx.tracing is None
-                else _traced(ctx, "chat", route, gateway.router.chat(route, call))
-            )
-        except RoutingFailed as failed:
-            ctx.timings["upstream"] = time.perf_counter() - started
-            await self._unrouted(ctx, failed, send)
+        routed = await self._routed(ctx, "chat", route, gateway.router.chat(route, call), send)
+        if routed is None:
             return
         response = routed.response
         chain, headers = self._served(ctx, routed, strip_usage=strip)
@@ -273,15 +286,9 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
         body = ctx.body if payload is ctx.json else None
         call = EmbeddingsCall(payload, body, request_id=ctx.request_id)
         started = time.perf_counter()
-        try:
-            routed = await (
-                gateway.router.embeddings(route, call)
-                if ctx.tracing is None
-                else _traced(ctx, "embeddings", route, gateway.router.embeddings(route, call))
-            )
-        except RoutingFailed as failed:
-            ctx.timings["upstream"] = time.perf_counter() - started
-            await self._unrouted(ctx, failed, send)
+        routing = gateway.router.embeddings(route, call)
+        routed = await self._routed(ctx, "embeddings", route, routing, send)
+        if routed is None:
             return
         ctx.timings["upstream"] = time.perf_counter() - started
         response = routed.response
