@@ -31,7 +31,7 @@ def check_cache_field(payload: Mapping[str, Any]) -> Refusal | None:
     """The body's ``cache`` field, when it is a client's mistake: neither a boolean nor an
     object, a member this gateway does not know (it would be ignored silently), or a member
     of the wrong type. A member given as ``null`` is absent."""
-    value = payload.get("cache")
+    value = payload.get(FIELD)
     if value is None or isinstance(value, bool):
         return None
     if not isinstance(value, Mapping):
