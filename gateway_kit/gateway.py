@@ -183,7 +183,7 @@ class Gateway:
             self._wallet = Wallet(storage, self.events, changes=changes)
             self._guardian_settings = GuardianSettingsStore(storage, changes=changes)
             self._pii_settings = PIISettingsStore(storage, changes=changes)
-            self._cache = AnswerCache(storage, changes, self.config.cache)
+            self._cache = AnswerCache(storage, changes, self.config.cache, local_clock=cache_clock)
             await self._cache.start()
             # Polls the change feed: cached keys, plans, caps and billing stay current, and
             # purges of the answer cache made elsewhere arrive. And writes the answer

@@ -14,6 +14,8 @@ second): requests served from the cache by exact match (``hit``) or by meaning
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -91,7 +93,16 @@ class CacheStats:
 
 
 class AnswerCache:
-    def __init__(self, storage: Storage, changes: ChangeFeed, config: CacheConfig) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        changes: ChangeFeed,
+        config: CacheConfig,
+        *,
+        local_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``local_clock`` times the in-process store's answers (a test's fake clock drives it
+        as it drives the storage's TTLs)."""
         self._storage = storage
         self._changes = changes
         self.config = config
@@ -115,6 +126,7 @@ class AnswerCache:
                 max_bytes=config.max_bytes,
                 max_entry_bytes=config.max_entry_bytes,
                 ttl_s=config.ttl_s,
+                clock=local_clock,
             )
         self.settings = CacheSettingsStore(storage, changes=changes)
         #: The workspaces' counters, added up here and written once a second.

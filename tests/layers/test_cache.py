@@ -259,8 +259,6 @@ async def test_a_requests_ttl_keeps_its_answer_that_long_within_the_configured_o
     store: str,
 ) -> None:
     async with provisioned("scale", cache={"store": store, "ttl_s": 600}) as env:
-        if store == "local":  # the in-process store times entries on its own clock
-            env.gateway.cache.local._clock = env.clock
         env.upstream.json_body = answer()
         short = {"cache": {"ttl": 60}}
         assert (await env.chat(**BASE, **short)).headers["x-gateway-cache"] == "miss"
