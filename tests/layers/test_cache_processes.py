@@ -185,13 +185,19 @@ def test_under_concurrent_load_every_answer_is_the_requests_own_or_a_paraphrases
     served = [p for p in pairs if p["label"] == "paraphrase" and same_meaning_words(p["a"], p["b"])]
     chosen = served[:30] + [p for p in pairs if p["label"] == "near_miss"][::19][:30]
     # What may answer a prompt: itself (a semantic hit on its own text is possible while its
-    # answer is being kept: the exact lookup came just before) and its paraphrases.
+    # answer is being kept: the exact lookup came just before) and its paraphrases, through
+    # every pair that shares a prompt; never a near miss's other prompt.
     answers: dict[str, set[str]] = {}
     for pair in chosen:
-        for one, other in ((pair["a"], pair["b"]), (pair["b"], pair["a"])):
-            answers.setdefault(one, {one})
-            if pair["label"] == "paraphrase":
-                answers[one].add(other)
+        group = answers.setdefault(pair["a"], {pair["a"]})
+        other = answers.setdefault(pair["b"], {pair["b"]})
+        if pair["label"] == "paraphrase" and group is not other:
+            group |= other
+            for text in other:
+                answers[text] = group
+    for pair in chosen:
+        if pair["label"] == "near_miss":
+            assert pair["b"] not in answers[pair["a"]], pair  # the labels agree
     first_asked = [pair["a"] for pair in chosen]
     prompts = [text for pair in chosen for text in (pair["a"], pair["b"])] * 3
     random.Random(7).shuffle(prompts)
