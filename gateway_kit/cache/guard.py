@@ -22,8 +22,9 @@ So a match above the threshold must also keep, between the prompt cached and the
 - the same **symbols of arithmetic and code** in order (``2 + 3 * 4`` is not ``(2 + 3) * 4``,
   ``a.b`` not ``a\\.b``);
 - in English, the same **article** before a word both give one (``the bar`` is not ``a bar``,
-  nor ``the number of`` ``a number of``; ``a tomato`` / ``the tomato`` is a hit lost) and the
-  same **possessive** (``my students'`` is not ``my student's``);
+  nor ``the number of`` ``a number of``; ``a tomato`` / ``the tomato`` is a hit lost), the
+  same **possessive** (``my students'`` is not ``my student's``) and the same names with an
+  indefinite article (``Mars`` is not ``a Mars``);
 - the same **tense and mood** as English auxiliaries give them (``Is Pluto a planet?`` is not
   ``Was Pluto a planet?``, nor ``should`` ``must``; ``How do I`` is ``How can I``);
 - the same **order** of the content words both hold (``Is Paris north of Madrid`` is not
@@ -301,8 +302,9 @@ def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
     if language in ("en", "") and (
         _disagree(_articled(cached), _articled(new))
         or _disagree(_possessives(cached), _possessives(new))
+        or _instances(cached) != _instances(new)
     ):
-        return False  # "the bar" / "a bar", "my students' grades" / "my student's grades"
+        return False  # "the bar" / "a bar", "students'" / "student's", "Mars" / "a Mars"
     first, second = _content(cached, language), _content(new, language)
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
@@ -534,6 +536,17 @@ def _articled(text: str) -> dict[str, set[str]]:
         if kind is not None and word not in _ARTICLE_KIND:
             found.setdefault(_singular(word), set()).add(kind)
     return found
+
+
+def _instances(text: str) -> frozenset[str]:
+    """The names an English indefinite article stands before: ``a Mars`` (a bar of it) is
+    not ``Mars``, nor ``a Tesla`` ``Tesla``."""
+    words = _WORD.findall(text)
+    return frozenset(
+        name.casefold()
+        for article, name in pairwise(words)
+        if article.casefold() in ("a", "an") and name[:1].isupper()
+    )
 
 
 def _possessives(text: str) -> dict[str, set[str]]:

@@ -277,6 +277,8 @@ def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
             False,
         ),
         ("How tall is the Eiffel Tower?", "How tall is Eiffel Tower?", True),  # only one has it
+        ("How big is Mars?", "How big is a Mars?", False),  # a name with "a": an instance of it
+        ("Is Tesla a good buy?", "Is a Tesla a good buy?", False),
         ("Can a dog eat grapes?", "Can the dog eat grapes?", False),  # a lost hit: safe
         ("How do I sort a list in Python?", "How do I sort lists in Python?", True),
         (
