@@ -114,7 +114,8 @@ class CachePolicy:
         if cache_control:
             age = _directives(cache_control).get("max-age", "").strip('"')
             if age.isascii() and age.isdigit():
-                ages.append(min(int(age), _FOREVER))
+                # Past any bound (and past what int() reads, 4,300 digits): no bound at all.
+                ages.append(min(int(age), _FOREVER) if len(age) <= 13 else _FOREVER)
         ttl = namespace = None
         value = payload.get("cache")
         if isinstance(value, Mapping):
