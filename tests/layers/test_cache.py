@@ -616,6 +616,31 @@ async def test_with_pii_masking_keys_and_stored_answers_hold_no_raw_value(pii_sc
         assert "<EMAIL_" in stored.message["content"]
 
 
+async def test_in_pii_cache_scope_tool_call_arguments_are_kept_masked_and_served_valid() -> None:
+    """The model read the raw value and wrote it into the arguments, JSON-escaped (a private
+    key's newlines as ``\\n``): the stored answer holds the placeholder there too, and a hit
+    gives back arguments that are valid JSON holding the value."""
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34Gkx\n-----END RSA PRIVATE KEY-----"
+    pii = {"mode": "enforce", "scope": "cache", "kinds": ["API_KEY"]}
+    async with provisioned("scale", pii=pii) as env:
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "put", "arguments": json.dumps({"key": pem, "by": "Zoë"})},
+        }
+        env.upstream.json_body = answer("", tool_calls=[call])
+        question = {"role": "user", "content": f"Store {pem}"}
+        await env.chat(messages=[question], temperature=0)
+        hit = await env.chat(messages=[question], temperature=0)
+        assert hit.headers["x-gateway-cache"] == "hit"
+        served = hit.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+        assert json.loads(served) == {"key": pem, "by": "Zoë"}
+        ((_, stored),) = env.gateway.cache.local._entries.values()
+        kept = stored.message["tool_calls"][0]["function"]["arguments"]
+        assert "MIIBOgIBAAJBAKj34Gkx" not in kept
+        assert json.loads(kept)["key"].startswith("<API_KEY_")
+
+
 @pytest.mark.parametrize("placeholders", ["ordered", "keyed"])
 async def test_in_pii_cache_scope_an_answer_is_never_served_for_other_values(
     placeholders: str, monkeypatch: pytest.MonkeyPatch

@@ -151,6 +151,50 @@ async def test_tool_call_arguments_are_masked_as_json_and_restored() -> None:
         assert json.loads(restored["arguments"]) == {"to": "anna.lindqvist@example.se"}
 
 
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeK\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+
+
+async def test_a_value_with_newlines_goes_back_into_tool_call_arguments_as_valid_json() -> None:
+    """Arguments are JSON: a value put back there is escaped as a JSON string's content (a raw
+    newline would make them invalid), whole and streamed, wherever the chunks are cut; text
+    fields get the raw value."""
+    prompt = f"Store this for Zoë:\n{PEM}\nthanks"
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        arguments = '{"key": "<API_KEY_1>", "note": "für Zoë"}'
+        reply = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "put", "arguments": arguments},
+        }
+        env.upstream.json_body = answer("Stored <API_KEY_1>", tool_calls=[reply])
+        response = await ask(env, user(prompt))
+        assert PEM not in env.upstream.requests[-1].content.decode()
+        message = response.json()["choices"][0]["message"]
+        restored = message["tool_calls"][0]["function"]["arguments"]
+        assert json.loads(restored) == {"key": PEM, "note": "für Zoë"}
+        assert message["content"] == f"Stored {PEM}"
+        for cut in range(1, len(arguments)):
+            calls = [
+                {"index": 0, "id": "c1", "type": "function", "function": {"name": "put"}},
+                {"index": 0, "function": {"arguments": arguments[:cut]}},
+                {"index": 0, "function": {"arguments": arguments[cut:]}},
+            ]
+            env.upstream.stream = ScriptedStream(
+                [*(chunk(tool_calls=[c]) for c in calls), chunk(finish="tool_calls"), DONE]
+            )
+            response = await ask(env, user(prompt), stream=True)
+            deltas = [json.loads(e)["choices"][0]["delta"] for e in response.events()[:-1]]
+            streamed = "".join(
+                call["function"].get("arguments", "")
+                for delta in deltas
+                for call in delta.get("tool_calls", ())
+            )
+            assert json.loads(streamed) == {"key": PEM, "note": "für Zoë"}, cut
+
+
 async def test_keyed_placeholders_are_the_same_in_every_request_whatever_came_before() -> None:
     async with provisioned("scale", pii={"mode": "enforce"}) as env:
         await ask(env, user("Mail anna.lindqvist@example.se"))

@@ -27,6 +27,7 @@ serves every request from upstream, saying what would have hit in ``x-gateway-ca
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from gateway_kit.layers.cache.embedder import ProviderEmbedder
 from gateway_kit.layers.cache.policy import CacheControls, CachePolicy, CacheVerdict
 from gateway_kit.layers.cache.step import STORED, CacheCounts
 from gateway_kit.layers.cache.transform import StoreTransform
+from gateway_kit.layers.pii.restore import in_json_strings
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
@@ -354,10 +356,20 @@ def entry_of(lookup: SemanticLookup, key: CacheKey) -> IndexEntry:
 
 def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
     """``answer`` with the request's raw values (``placeholder -> value``) put back to their
-    placeholders: PII masking in ``cache`` scope sent the model the raw values."""
-    pairs = sorted(values.items(), key=lambda item: len(item[1]), reverse=True)
+    placeholders: PII masking in ``cache`` scope sent the model the raw values. In a tool call's
+    arguments (JSON) a value is written escaped, as OpenAI's encoders (non-ASCII kept) and
+    Python's (non-ASCII as ``\\u`` escapes) write it."""
+    escaped = in_json_strings(values)
+    ascii_escaped = {p: json.dumps(v)[1:-1] for p, v in values.items()}
 
-    def mask(text: str) -> str:
+    def longest_first(*forms: dict[str, str]) -> list[tuple[str, str]]:
+        pairs = {(placeholder, value) for form in forms for placeholder, value in form.items()}
+        return sorted(pairs, key=lambda item: (-len(item[1]), item))
+
+    text_pairs = longest_first(values)
+    argument_pairs = longest_first(escaped, ascii_escaped)
+
+    def mask(text: str, pairs: list[tuple[str, str]] = text_pairs) -> str:
         for placeholder, value in pairs:
             if value in text:
                 text = text.replace(value, placeholder)
@@ -372,7 +384,10 @@ def _masked(answer: CachedAnswer, values: dict[str, str]) -> CachedAnswer:
         message["tool_calls"] = [
             {
                 **call,
-                "function": {**call["function"], "arguments": mask(call["function"]["arguments"])},
+                "function": {
+                    **call["function"],
+                    "arguments": mask(call["function"]["arguments"], argument_pairs),
+                },
             }
             if isinstance(call, dict)
             and isinstance(call.get("function"), dict)

@@ -12,9 +12,10 @@ up, or one the client wrote itself, stays as it is.
 
 from __future__ import annotations
 
+import json
 import re
 
-__all__ = ["StreamRestorer", "restore_text"]
+__all__ = ["StreamRestorer", "in_json_strings", "restore_text"]
 
 
 #: Anything shaped like a placeholder, as models write them back: a name ending in ``_`` and a
@@ -54,6 +55,16 @@ class _Issued:
             return text[start:]
         pieces.append(text[done:])
         return "".join(pieces)
+
+
+def in_json_strings(values: dict[str, str]) -> dict[str, str]:
+    """``values`` as they are written inside a JSON string (quotes, backslashes and control
+    characters escaped): what a placeholder in a tool call's arguments, which are JSON, is
+    given back. A raw newline put back there would make the arguments invalid JSON."""
+    return {
+        placeholder: json.dumps(value, ensure_ascii=False)[1:-1]
+        for placeholder, value in values.items()
+    }
 
 
 def restore_text(text: str, values: dict[str, str]) -> str:

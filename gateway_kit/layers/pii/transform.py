@@ -1,7 +1,8 @@
 """``RestoreTransform``: the answer with the request's placeholders given back their values.
 
 A JSON answer is restored whole: each choice's text fields (the content, a refusal, a reasoning
-model's thinking: ``reasoning_content`` or ``reasoning``) and each tool call's arguments. A
+model's thinking: ``reasoning_content`` or ``reasoning``) and each tool call's arguments (JSON:
+there a value is given back escaped as a JSON string's content, ``in_json_strings``). A
 stream is restored event by event, one ``StreamRestorer`` per choice's text field and per
 choice's tool call (by index), so ordinary text passes at once and only what could still become
 a placeholder waits for the next event; what is held goes out when the choice moves on to
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway_kit.layers.pii.restore import StreamRestorer, restore_text
+from gateway_kit.layers.pii.restore import StreamRestorer, in_json_strings, restore_text
 from gateway_kit.pipeline.transforms import JSONBody, ResponseTransform
 from gateway_kit.sse import SSEEvent
 
@@ -24,6 +25,7 @@ __all__ = ["RestoreTransform"]
 class RestoreTransform(ResponseTransform):
     def __init__(self, values: dict[str, str]) -> None:
         self._values = values
+        self._in_arguments: dict[str, str] | None = None  # made when a tool call comes
         numbers = {placeholder[1:-1].rsplit("_", 1)[1] for placeholder in values}
         self._markers_bytes = [f"_{number}".encode() for number in numbers]
         #: (choice index, the text field or the tool call's index) -> its restorer.
@@ -57,7 +59,7 @@ class RestoreTransform(ResponseTransform):
             for call in message.get("tool_calls") or ():
                 function = call.get("function") if isinstance(call, dict) else None
                 if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-                    restored = restore_text(function["arguments"], values)
+                    restored = restore_text(function["arguments"], self._argument_values())
                     if restored != function["arguments"]:
                         function["arguments"], changed = restored, True
         if changed:
@@ -144,8 +146,15 @@ class RestoreTransform(ResponseTransform):
     def _stream(self, index: int, slot: str | int) -> StreamRestorer:
         restorer = self._streams.get((index, slot))
         if restorer is None:
-            restorer = self._streams[(index, slot)] = StreamRestorer(self._values)
+            values = self._values if isinstance(slot, str) else self._argument_values()
+            restorer = self._streams[(index, slot)] = StreamRestorer(values)
         return restorer
+
+    def _argument_values(self) -> dict[str, str]:
+        """The values as a tool call's arguments (JSON) hold them."""
+        if self._in_arguments is None:
+            self._in_arguments = in_json_strings(self._values)
+        return self._in_arguments
 
     def _flush(self) -> Sequence[SSEEvent]:
         """What is still held, as one chunk shaped like the stream's last."""
