@@ -33,6 +33,7 @@ from starlette.routing import Mount, Route
 
 from gateway_kit import GatewayConfig, create_app
 from gateway_kit.accounts.scopes import ROLES
+from gateway_kit.bench.proxy import GUARDIAN_FAR_ABOVE_THE_LOAD
 from gateway_kit.gateway import Gateway
 from gateway_kit.payments import sign_stripe_payload
 from gateway_kit.testing import run_server
@@ -60,6 +61,11 @@ CONFIG: dict[str, Any] = {
     # Room for every request the fuzz makes, and a cap, so the budget prices each one.
     "plans": {"fuzz": {"included_requests": 10**6, "burst_limit_rpm": 10**6, "budget_usd": "1000"}},
     "default_plan": "fuzz",
+    # Every layer that reads the body is on (Guardian evaluating each rule, refusing none):
+    # a wrong type in a message was a 500 in Guardian that a fuzz with it off never saw.
+    "guardian": GUARDIAN_FAR_ABOVE_THE_LOAD,
+    "pii": {"mode": "enforce"},
+    "cache": {"mode": "enforce"},
     "admin": {"token": TOKEN},
     "payments": {"stripe_webhook_secret": STRIPE_SECRET},
     # Webhook tests go to a closed loopback port: refused at once, no network.
@@ -121,6 +127,18 @@ SAMPLES: dict[tuple[str, str], Any] = {
         "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ann"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"q": "ann@example.com"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "found"},
         ],
         "max_tokens": 16,
         "n": 2,

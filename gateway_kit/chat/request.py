@@ -214,7 +214,43 @@ def _validate_messages(messages: object) -> Refusal | None:
             return _invalid(
                 f"{param}.content", f"'{param}.content' must be a string or an array of parts."
             )
+        for field in ("name", "tool_call_id"):
+            if not _str_or_none(message.get(field)):
+                return _invalid(f"{param}.{field}", f"'{param}.{field}' must be a string.")
+        calls = message.get("tool_calls")
+        if calls is not None:
+            error = _validate_calls(calls, f"{param}.tool_calls")
+            if error is not None:
+                return error
     return None
+
+
+def _validate_calls(calls: object, param: str) -> Refusal | None:
+    """An assistant message's ``tool_calls``, as OpenAI types them (each member that is there:
+    an upstream, or the layers that read them, rely on it)."""
+    if not isinstance(calls, list):
+        return _invalid(param, f"'{param}' must be an array of tool calls.")
+    for index, call in enumerate(calls):
+        at = f"{param}[{index}]"
+        if not isinstance(call, dict):
+            return _invalid(at, f"'{at}' must be an object.")
+        for field in ("id", "type"):
+            if not _str_or_none(call.get(field)):
+                return _invalid(f"{at}.{field}", f"'{at}.{field}' must be a string.")
+        function = call.get("function")
+        if function is None:
+            continue
+        if not isinstance(function, dict):
+            return _invalid(f"{at}.function", f"'{at}.function' must be an object.")
+        for field in ("name", "arguments"):
+            if not _str_or_none(function.get(field)):
+                name = f"{at}.function.{field}"
+                return _invalid(name, f"'{name}' must be a string.")
+    return None
+
+
+def _str_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
 
 
 def _validate_tools(tools: object) -> Refusal | None:

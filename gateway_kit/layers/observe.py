@@ -10,11 +10,13 @@ not completed). Recording does no I/O: the log is written off the request path.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
+from gateway_kit._asgi.errors import send_error
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import RequestRecord, Route
 from gateway_kit.pipeline.context import RequestContext
@@ -23,6 +25,7 @@ from gateway_kit.pipeline.entry import enter, finish
 __all__ = ["ObserveMiddleware", "record_of"]
 
 logger = logging.getLogger("gateway_kit.requests")
+errors = logging.getLogger("gateway_kit")
 
 
 class ObserveMiddleware:
@@ -61,6 +64,21 @@ class ObserveMiddleware:
     ) -> None:
         try:
             await self.app(scope, receive, send)
+        except Exception:
+            if ctx.status:  # the response started: only closing the connection tells the client
+                ctx.error_code = ctx.error_code or "internal_error"
+                raise
+            # A fault inside: answered here, through the request's own send (its request id,
+            # its Server-Timing), recorded as the 500 it is, the connection kept usable.
+            errors.exception("unhandled error in request %s", ctx.request_id)
+            with contextlib.suppress(OSError):  # the client left as well
+                await send_error(
+                    send,
+                    500,
+                    "The gateway failed to handle the request.",
+                    type="api_error",
+                    code="internal_error",
+                )
         finally:
             if owner:
                 await finish(ctx)

@@ -132,6 +132,59 @@ async def test_chat_fields_the_gateway_computes_with_have_their_types_and_bounds
         assert env.upstream.calls == 0
 
 
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def _assistant_calling(**changed: Any) -> list[dict[str, Any]]:
+    function = {**CALL["function"], **changed.pop("function", {})}
+    call = {**CALL, **changed, "function": function}
+    return [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+
+
+@pytest.mark.usefixtures("no_errors_logged")
+@pytest.mark.parametrize(
+    ("messages", "param"),
+    [
+        (_assistant_calling(), None),
+        ([{"role": "user", "content": "hi", "name": "ann"}], None),
+        # Each of these was a 500 (Guardian hashes them): a type error naming the field now.
+        ([{"role": "user", "content": "hi", "name": ["x"]}], "messages[0].name"),
+        ([{"role": "tool", "content": "hi", "tool_call_id": {"a": 1}}], "messages[0].tool_call_id"),
+        (_assistant_calling(id=["c1"]), "messages[1].tool_calls[0].id"),
+        (_assistant_calling(type={}), "messages[1].tool_calls[0].type"),
+        (_assistant_calling(function={"name": {}}), "messages[1].tool_calls[0].function.name"),
+        (
+            _assistant_calling(function={"arguments": {"a": 1}}),
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        (
+            [{"role": "assistant", "tool_calls": [{"id": "c1", "function": "f"}]}],
+            "messages[0].tool_calls[0].function",
+        ),
+        ([{"role": "assistant", "tool_calls": {"id": "c1"}}], "messages[0].tool_calls"),
+        ([{"role": "assistant", "tool_calls": ["c1"]}], "messages[0].tool_calls[0]"),
+    ],
+)
+async def test_message_fields_have_their_types(messages: list[Any], param: str | None) -> None:
+    async with provisioned("scale", guardian={"mode": "enforce"}, **CONFIG) as env:
+        for stream in (False, True):
+            answer = await env.chat(messages=messages, stream=stream)
+            if param is None:
+                assert answer.status == 200, answer.body
+                continue
+            assert answer.status == 400, answer.body
+            error = answer.json()["error"]
+            assert (error["code"], error["param"]) == ("invalid_type", param)
+            assert error["message"].startswith(f"'{param}' must be")
+        if param is not None:
+            assert env.upstream.calls == 0
+            assert await env.used_requests() == 0
+
+
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
 async def test_the_cache_field_is_checked_and_never_sent_upstream(path: str) -> None:
     models = [

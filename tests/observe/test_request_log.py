@@ -5,6 +5,7 @@ it, the usage totals, and what happens when the storage cannot take the records.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import quote
 
@@ -96,6 +97,39 @@ async def test_refused_requests_are_recorded_with_the_code_the_client_saw() -> N
         assert refused["served_model"] is None
         assert refused["cost_micro_usd"] is None
         assert "routing" not in refused["verdicts"]  # it never got that far
+
+
+async def test_a_fault_inside_is_a_500_with_its_request_id_recorded_as_such(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in a layer: the client gets the OpenAI-shaped 500 through the request's own
+    headers, the record says 500 ``internal_error`` (once status 0, "incomplete"), the quota
+    is given back, and the traceback is logged once with the request id."""
+
+    def broken(*args: Any) -> bytes:
+        raise RuntimeError("a bug")
+
+    async with provisioned("scale") as env:
+        env.upstream.json_body = COMPLETION
+        monkeypatch.setattr("gateway_kit.layers.cache.policy.CachePolicy.key", broken)
+        failed = await env.chat(temperature=0)
+        assert failed.status == 500
+        assert failed.json()["error"]["code"] == "internal_error"
+        request_id = failed.headers["x-request-id"]
+        assert "server-timing" in failed.headers
+        [record] = (await records(env)).json()["data"]
+        assert (record["id"], record["status"], record["error_code"]) == (
+            request_id,
+            500,
+            "internal_error",
+        )
+        assert await env.used_requests() == 0
+        logged = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(logged) == 1
+        assert request_id in logged[0].getMessage()
+        assert logged[0].exc_info is not None
+        monkeypatch.undo()
+        assert (await env.chat(temperature=0)).status == 200
 
 
 async def test_an_unknown_key_is_refused_and_belongs_to_no_workspace_log() -> None:
