@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from gateway_kit._text import printable
 from gateway_kit.config import GatewayConfig, StorageConfig, load_config
 from gateway_kit.exceptions import ConfigError, NotFoundError
 from gateway_kit.gateway import Gateway
@@ -33,7 +34,6 @@ __all__ = [
     "UsageError",
     "add_common",
     "bounded",
-    "printable",
     "require_workspace",
 ]
 
@@ -100,13 +100,6 @@ def bounded(value: float, option: str, *, low: float, high: float, unit: str) ->
     if not low <= value <= high:
         raise UsageError(f"{option}: must be from {low:g} to {high:g} {unit}, got {value:g}")
     return value
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (and unpaired surrogates) escaped, safe to print."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def human(result: Any) -> str:

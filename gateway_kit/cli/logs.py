@@ -18,7 +18,8 @@ from typing import Any
 
 import anyio
 
-from gateway_kit.cli._store import AddConfig, UsageError, add_common, printable, require_workspace
+from gateway_kit._text import printable
+from gateway_kit.cli._store import AddConfig, UsageError, add_common, require_workspace
 from gateway_kit.cost.money import usd_text
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import decode

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gateway_kit._text import printable
 from gateway_kit.accounts.scopes import ROLES
 from gateway_kit.accounts.workspaces import Status, Workspace
 from gateway_kit.admin import WalletNotEmptyError, delete_workspace, workspace_view
-from gateway_kit.cli._store import AddConfig, UsageError, add_common, printable
+from gateway_kit.cli._store import AddConfig, UsageError, add_common
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.gateway import Gateway
 

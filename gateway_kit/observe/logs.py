@@ -17,6 +17,7 @@ import json
 import logging
 from typing import Any
 
+from gateway_kit._text import printable
 from gateway_kit.config.observe import LogsConfig
 from gateway_kit.cost.money import usd_text
 from gateway_kit.observe.record import RequestRecord, iso_ms
@@ -64,7 +65,8 @@ def _line(record: RequestRecord) -> str:
         parts.append("failed=" + ",".join(record.fallbacks))
     if not record.completed:
         parts.append("incomplete")
-    return " ".join(parts)
+    # The model is the client's text, an error code an upstream's: neither forges a line.
+    return printable(" ".join(parts))
 
 
 class JSONFormatter(logging.Formatter):

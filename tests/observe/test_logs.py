@@ -123,6 +123,25 @@ async def test_a_request_line_in_json_carries_its_record(caplog: pytest.LogCaptu
     assert parsed["message"].startswith(answered.headers["x-request-id"])
 
 
+async def test_a_model_name_with_control_characters_forges_no_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The requested model is the client's text: a newline in it once wrote a second, forged
+    line into the log, and an escape sequence reached the operator's terminal."""
+    forged = "nope\n2026-11-27 15:00:00,000 ERROR gateway_kit: FORGED\x1b[2J\x07"
+    with caplog.at_level(logging.INFO, logger="gateway_kit.requests"):
+        async with provisioned("scale") as env:
+            refused = await env.chat(model=forged)
+    assert refused.status == 404
+    [line] = [r for r in caplog.records if r.name == "gateway_kit.requests"]
+    text = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(line)
+    assert "\n" not in text
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "nope\\n2026-11-27" in text
+    assert "\\x1b[2J\\x07" in text
+
+
 async def test_request_lines_can_be_turned_off_but_failures_still_show(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
