@@ -19,7 +19,7 @@ import gateway_kit
 PACKAGE = Path(gateway_kit.__file__).parent
 
 LEVELS: list[set[str]] = [
-    {"exceptions", "_ttl", "_memo", "_clock", "sse", "_asgi"},
+    {"exceptions", "_ttl", "_memo", "_clock", "_text", "sse", "_asgi"},
     {"storage"},
     {"config"},
     {"events"},
