@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, Router
 
 from gateway_kit._asgi import error_body
 from gateway_kit._text import printable
@@ -96,7 +96,7 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             Route("/v1/me", me_endpoint(gw), methods=["GET"], middleware=auth),
             # The operator API has its own token, so it comes before the keyed routes.
             admin_mount(gw),
-            Mount("/api/v1", routes=management_routes(gw)),
+            Mount("/api/v1", app=Router(management_routes(gw), redirect_slashes=False)),
             Route("/v1/payments/stripe", stripe_endpoint(gw), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             metrics_route(gw),
@@ -106,6 +106,9 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         lifespan=lifespan,
     )
+    # A path with a slash too many is a 404 like any unknown path: Starlette's redirect would
+    # answer it with an empty 307 before authentication, its target taken from the Host header.
+    app.router.redirect_slashes = False
     return app
 
 

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Router
 
 from gateway_kit.api.admin._token import OperatorAuthMiddleware
 from gateway_kit.api.admin.deployments import deployment_routes
@@ -31,5 +31,7 @@ def admin_mount(gateway: Gateway, path: str = "/api/v1/admin") -> BaseRoute:
         *deployment_routes(gateway),
     ]
     return Mount(
-        path, routes=routes, middleware=[Middleware(OperatorAuthMiddleware, gateway=gateway)]
+        path,
+        app=Router(routes, redirect_slashes=False),  # no redirect: an unknown path is a 404
+        middleware=[Middleware(OperatorAuthMiddleware, gateway=gateway)],
     )
