@@ -246,7 +246,20 @@ class _LimitsStep:
 
     def _record(self, ctx: RequestContext, verdict: LimitsVerdict) -> None:
         ctx.verdicts[self.concern] = verdict
-        ctx.headers.extend(verdict.headers(self._layer.clock()))
+        clock = self._layer.clock
+        if verdict.refusal is not None or not self._in_step:
+            ctx.headers.extend(verdict.headers(clock()))
+            return
+
+        def headers(ctx: RequestContext) -> list[Header]:
+            # Made as the response starts: one that is not served (refused further in, failed
+            # upstream) has its request given back once it is done, so the quota left it shows
+            # counts it back already.
+            if ctx.status >= 400:
+                return replace(verdict, quota_used=verdict.quota_used - 1).headers(clock())
+            return verdict.headers(clock())
+
+        ctx.header_sources.append(headers)
 
     def decide(self, ctx: RequestContext, result: IncrManyResult) -> Refusal | None:
         if not self._in_step:

@@ -90,9 +90,15 @@ async def test_requests_failing_further_in_give_their_quota_back(
         response = await env.chat(**body)
         assert response.status == status
         assert "ratelimit" in response.headers  # failed or not, the headers are there
+        # What is left counts this request back already (it once showed one less).
+        left = dict(part.split(";", 1) for part in response.headers["ratelimit"].split(", "))
+        assert left['"quota"'].startswith("r=1000;")
         assert await env.used_requests() == 0
         env.upstream.status = 200
-        assert (await env.chat()).status == 200
+        served = await env.chat()
+        assert served.status == 200
+        left = dict(part.split(";", 1) for part in served.headers["ratelimit"].split(", "))
+        assert left['"quota"'].startswith("r=999;")
         assert await env.used_requests() == 1
 
 
