@@ -28,6 +28,7 @@ from gateway_kit.api.metrics import metrics_route
 from gateway_kit.api.payments import stripe_endpoint
 from gateway_kit.config import GatewayConfig
 from gateway_kit.dashboard import dashboard_routes
+from gateway_kit.exceptions import StorageError
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.auth import AuthMiddleware
 from gateway_kit.layers.telemetry import TelemetryMiddleware
@@ -103,7 +104,11 @@ def create_app(config: GatewayConfig | None = None, *, gateway: Gateway | None =
             *dashboard_routes(),
         ],
         middleware=[Middleware(TelemetryMiddleware)],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            StorageError: _storage_error,
+            Exception: _server_error,
+        },
         lifespan=lifespan,
     )
     # A path with a slash too many is a 404 like any unknown path: Starlette's redirect would
@@ -143,6 +148,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         code="not_found" if exc.status_code == 404 else None,
     )
     return Response(body, exc.status_code, headers=exc.headers, media_type="application/json")
+
+
+async def _storage_error(request: Request, exc: Exception) -> Response:
+    """The storage failed under a management or operator route (or a change to the same
+    record kept being held elsewhere): nothing is wrong with the request, try it again."""
+    logger.warning("storage failed on %s %s: %s", request.method, printable(request.url.path), exc)
+    body = error_body(
+        "The gateway's storage is unavailable; try again.",
+        type="api_error",
+        code="storage_unavailable",
+    )
+    return Response(body, 503, headers={"retry-after": "1"}, media_type="application/json")
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

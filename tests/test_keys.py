@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import pytest
 
-from gateway_kit import MemoryStorage, NotFoundError
+from gateway_kit import MemoryStorage, NotFoundError, SQLiteStorage
 from gateway_kit.accounts.changes import ChangeFeed
 from gateway_kit.accounts.keys import KEY_PATTERN, Keys, hash_key
 from gateway_kit.events.bus import EventBus, EventRecorder
+from gateway_kit.storage.redis import RedisStorage
 from gateway_kit.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -186,3 +190,71 @@ async def test_listing_shows_prefixes_never_secrets(keys: Keys) -> None:
     assert first.secret not in text
     assert second.secret not in text
     assert hash_key(first.secret) not in text
+
+
+async def test_a_second_rotation_never_lengthens_a_grace_already_given(
+    keys: Keys, clock: FakeClock
+) -> None:
+    made = await keys.create(WS)
+    first = await keys.rotate(WS, made.key.key_id, grace=3)
+    second = await keys.rotate(WS, made.key.key_id, grace=600)
+    clock.advance(4)
+    assert await keys.authenticate(made.secret) is None  # its 3 s, not 600
+    assert await keys.authenticate(first.secret) is not None
+    assert await keys.authenticate(second.secret) is not None
+    third = await keys.rotate(WS, made.key.key_id, grace=600)
+    record = await keys.get(WS, made.key.key_id)
+    assert record is not None  # what lapsed is dropped from the record as the key rotates
+    assert record.hashes == tuple(hash_key(s.secret) for s in (first, second, third))
+    await keys.revoke(WS, made.key.key_id)
+    assert [await keys.authenticate(s.secret) for s in (first, second, third)] == [None] * 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_concurrent_rotations_and_a_revocation_leave_no_stray_secret(
+    backend: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Rotations at once (from two gateways' storages on Redis) were each a read, a change
+    and a write of the key's record: all but the last's new secret stayed working outside the
+    record, and revoking the key left them working. One at a time now: the last rotation's
+    secret alone works, and after a revocation racing more rotations none does."""
+    async with AsyncExitStack() as stack:
+        if backend == "sqlite":
+            one = await stack.enter_async_context(SQLiteStorage(tmp_path / "keys.db"))
+            stores = [one, one]
+        else:
+            url, prefix = (
+                request.getfixturevalue("redis_url"),
+                request.getfixturevalue("redis_prefix"),
+            )
+            stores = [
+                await stack.enter_async_context(RedisStorage(url, prefix=prefix)) for _ in range(2)
+            ]
+        gateways = [Keys(store, EventBus()) for store in stores]
+        made = await gateways[0].create(WS)
+        key_id = made.key.key_id
+        secrets: list[str] = []
+
+        async def rotate(keys: Keys) -> None:
+            with contextlib.suppress(NotFoundError):  # revoked first
+                secrets.append((await keys.rotate(WS, key_id)).secret)
+
+        async with anyio.create_task_group() as group:
+            for index in range(8):
+                group.start_soon(rotate, gateways[index % 2])
+        working = [s for s in secrets if await gateways[0].authenticate(s) is not None]
+        record = await gateways[1].get(WS, key_id)
+        assert record is not None
+        assert len(secrets) == 8
+        assert working == [secrets[-1]]  # the last one to rotate: the others it retired
+        assert record.hashes == (hash_key(secrets[-1]),)
+        secrets.clear()
+        async with anyio.create_task_group() as group:
+            for index in range(6):
+                group.start_soon(rotate, gateways[index % 2])
+            group.start_soon(gateways[1].revoke, WS, key_id)
+        candidates = [made.secret, *secrets]
+        assert [s for s in candidates if await gateways[0].authenticate(s) is not None] == []
+        record = await gateways[0].get(WS, key_id)
+        assert record is not None
+        assert not record.active

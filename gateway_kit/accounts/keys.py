@@ -36,6 +36,7 @@ from gateway_kit.events.bus import EventBus
 from gateway_kit.events.models import Event, KeyRotatedData
 from gateway_kit.exceptions import NotFoundError
 from gateway_kit.storage import Storage
+from gateway_kit.storage.lock import held
 
 KEY_PATTERN = re.compile(r"gk_[A-Za-z0-9_-]{43}")
 KEY_ID = re.compile(r"kid_[a-z0-9]{1,64}")
@@ -158,7 +159,7 @@ class Keys:
         if (entry := self._cache.get(digest)) is not None:
             return entry.principal if hmac.compare_digest(entry.key_hash, digest) else None
         version = self._cache.version
-        raw = await self._storage.get(f"gk:apikey:{digest}")
+        raw = await self._storage.get(_index_key(digest))
         if raw is None:
             return None
         record = json.loads(raw)
@@ -213,7 +214,12 @@ class Keys:
         )
 
     async def rotate(self, workspace_id: str, key_id: str, *, grace: float = 0.0) -> NewKey:
-        """A new secret for the same key id; the old one works ``grace`` more seconds."""
+        """A new secret for the same key id; the old one works ``grace`` more seconds (one
+        already in a grace period keeps the end it was given)."""
+        async with held(self._storage, _lock(workspace_id, key_id)):
+            return await self._rotate(workspace_id, key_id, grace)
+
+    async def _rotate(self, workspace_id: str, key_id: str, grace: float) -> NewKey:
         key = await self._require_active(workspace_id, key_id)
         secret = _new_secret()
         digest = hash_key(secret)
@@ -221,29 +227,37 @@ class Keys:
         # The new secret works first; a failure part-way leaves the old one working too,
         # never neither.
         await self._index(key, digest)
-        rotated = replace(
-            key, prefix=secret[:_PREFIX_LENGTH], rotated_at=now, hashes=(*key.hashes, digest)
-        )
-        for old in key.hashes:
-            await self._retire(old, grace)
+        current, retiring = key.hashes[-1:], key.hashes[:-1]
+        if grace > 0:
+            for old in current:
+                await self._retire(old, grace)
+            # Secrets already in their grace run out when they were told to (a second
+            # rotation never lengthens it); those gone are dropped from the record.
+            left = [old for old in retiring if await self._storage.get(_index_key(old))]
+            hashes = (*left, *current, digest)
+        else:
+            for old in key.hashes:
+                await self._retire(old, 0.0)
+            hashes = (digest,)
         # Before the record: after a failure here the key still looks unrotated, and
         # rotating it again publishes again (never a rotation other processes missed).
         await self.changes.publish(*(("key", old) for old in key.hashes))
-        rotated = replace(rotated, hashes=(digest,) if grace <= 0 else rotated.hashes)
+        rotated = replace(key, prefix=secret[:_PREFIX_LENGTH], rotated_at=now, hashes=hashes)
         await self._save(rotated)
         await self._publish(rotated, "rotated", now)
         return NewKey(secret, rotated)
 
     async def revoke(self, workspace_id: str, key_id: str) -> ApiKey:
-        key = await self._require_active(workspace_id, key_id)
-        # Unusable first: a failure part-way leaves a dead key marked active, never a
-        # revoked-looking key that still works.
-        for digest in key.hashes:
-            await self._retire(digest, 0.0)
-        await self.changes.publish(*(("key", digest) for digest in key.hashes))
-        now = await self._storage.now()
-        revoked = replace(key, revoked_at=now, hashes=())
-        await self._save(revoked)
+        async with held(self._storage, _lock(workspace_id, key_id)):
+            key = await self._require_active(workspace_id, key_id)
+            # Unusable first: a failure part-way leaves a dead key marked active, never a
+            # revoked-looking key that still works.
+            for digest in key.hashes:
+                await self._retire(digest, 0.0)
+            await self.changes.publish(*(("key", digest) for digest in key.hashes))
+            now = await self._storage.now()
+            revoked = replace(key, revoked_at=now, hashes=())
+            await self._save(revoked)
         await self._publish(revoked, "revoked", now)
         return revoked
 
@@ -269,10 +283,10 @@ class Keys:
             "scopes": list(key.scopes),
             **_role_field(key),
         }
-        await self._storage.set(f"gk:apikey:{digest}", json.dumps(entry).encode())
+        await self._storage.set(_index_key(digest), json.dumps(entry).encode())
 
     async def _retire(self, digest: str, grace: float) -> None:
-        index = f"gk:apikey:{digest}"
+        index = _index_key(digest)
         if grace > 0:
             raw = await self._storage.get(index)
             if raw is not None:
@@ -287,6 +301,16 @@ class Keys:
             key_id=key.key_id, key_prefix=key.prefix, rotated_at=moment, action=action
         )
         await self._events.publish(Event.create(data, workspace_id=key.workspace_id, now=moment))
+
+
+def _index_key(digest: str) -> str:
+    """A live secret's index entry (global partition: looked up by the secret alone)."""
+    return f"gk:apikey:{digest}"
+
+
+def _lock(workspace_id: str, key_id: str) -> str:
+    """Held while a key's secrets change: rotations and a revocation go one at a time."""
+    return f"{workspace_id}:lock:key:{key_id}"
 
 
 def _load(raw: bytes, unscoped: frozenset[KeyScope]) -> ApiKey:

@@ -24,6 +24,7 @@ from gateway_kit.accounts.periods import iso_utc
 from gateway_kit.config import GatewayConfig, PlanConfig
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
+from gateway_kit.storage.lock import held
 
 _INDEX = "gk:workspaces"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -159,22 +160,28 @@ class Workspaces:
         status: Status | None = None,
     ) -> Workspace:
         """Change a workspace's plan, e-mail or status; every process sees it within
-        ``auth.cache_ttl_s`` (this one at once)."""
-        workspace = await self.get(workspace_id)
-        if workspace is None:
+        ``auth.cache_ttl_s`` (this one at once). Changes at once go one at a time: each
+        keeps the others' fields."""
+        if not WORKSPACE_ID.fullmatch(workspace_id):
             raise NotFoundError(f"no workspace {workspace_id}")
-        if plan is not None:
-            self.check_plan(plan)
-        if email is not None:
-            check_email(email)
-        updated = replace(
-            workspace,
-            plan=plan or workspace.plan,
-            email=email or workspace.email,
-            status=status or workspace.status,
-        )
-        await self._storage.set(f"{workspace_id}:workspace", json.dumps(asdict(updated)).encode())
-        await self._index(updated)
+        async with held(self._storage, f"{workspace_id}:lock:workspace"):
+            workspace = await self.get(workspace_id)
+            if workspace is None:
+                raise NotFoundError(f"no workspace {workspace_id}")
+            if plan is not None:
+                self.check_plan(plan)
+            if email is not None:
+                check_email(email)
+            updated = replace(
+                workspace,
+                plan=plan or workspace.plan,
+                email=email or workspace.email,
+                status=status or workspace.status,
+            )
+            await self._storage.set(
+                f"{workspace_id}:workspace", json.dumps(asdict(updated)).encode()
+            )
+            await self._index(updated)
         await self.changes.publish(("plan", workspace_id))
         return updated
 

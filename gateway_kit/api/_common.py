@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -17,6 +17,13 @@ from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.pipeline.body import InvalidJSON, parse_json
 from gateway_kit.pipeline.context import get_context
+from gateway_kit.storage.lock import held
+
+if TYPE_CHECKING:
+    from gateway_kit.gateway import Gateway
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 #: Management bodies are small; anything bigger is a mistake or an attack.
 MAX_BODY_BYTES = 64 * 1024
@@ -27,6 +34,30 @@ _ERROR_TYPES = {
     404: "not_found_error",
     409: "conflict_error",
 }
+
+
+def one_change_at_a_time(
+    what: str,
+) -> Callable[
+    [Callable[Concatenate[Gateway, str, P], Awaitable[T]]],
+    Callable[Concatenate[Gateway, str, P], Awaitable[T]],
+]:
+    """For a change of a workspace's ``what`` that reads its settings, merges a body into
+    them and saves them: two at once (one process or two) would each save over the other's
+    entries, so they go one at a time (``storage.lock``)."""
+
+    def wrap(
+        change: Callable[Concatenate[Gateway, str, P], Awaitable[T]],
+    ) -> Callable[Concatenate[Gateway, str, P], Awaitable[T]]:
+        async def locked(
+            gateway: Gateway, workspace_id: str, /, *args: P.args, **kwargs: P.kwargs
+        ) -> T:
+            async with held(gateway.storage, f"{workspace_id}:lock:{what}"):
+                return await change(gateway, workspace_id, *args, **kwargs)
+
+        return locked
+
+    return wrap
 
 
 class ApiError(Exception):

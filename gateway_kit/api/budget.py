@@ -29,6 +29,7 @@ from gateway_kit.api._common import (
     json_body,
     json_response,
     micro_usd_field,
+    one_change_at_a_time,
     principal_of,
 )
 from gateway_kit.gateway import Gateway
@@ -57,6 +58,7 @@ def budget_routes(gateway: Gateway) -> list[Route]:
     ]
 
 
+@one_change_at_a_time("budget")
 async def change_budget(
     gateway: Gateway, workspace_id: str, body: dict[str, Any], caller: Principal | None
 ) -> None:

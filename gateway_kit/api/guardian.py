@@ -24,7 +24,14 @@ from gateway_kit.accounts.guardian import GuardianSettings
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.scopes import ADMIN_SCOPES, KeyScope
 from gateway_kit.api._auth import check_grant, requires
-from gateway_kit.api._common import ApiError, check_fields, json_body, json_response, principal_of
+from gateway_kit.api._common import (
+    ApiError,
+    check_fields,
+    json_body,
+    json_response,
+    one_change_at_a_time,
+    principal_of,
+)
 from gateway_kit.config.guardian import RULE_NAMES, merge_rules
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.guardian.events import LOG_SIZE, episode_key, log_key
@@ -63,6 +70,7 @@ async def guardian_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]
     }
 
 
+@one_change_at_a_time("guardian")
 async def change_guardian(
     gateway: Gateway, workspace_id: str, body: dict[str, Any], caller: Principal | None
 ) -> None:

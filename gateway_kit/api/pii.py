@@ -20,7 +20,14 @@ from starlette.routing import Route
 from gateway_kit.accounts.pii import PIISettings
 from gateway_kit.accounts.scopes import KeyScope
 from gateway_kit.api._auth import requires
-from gateway_kit.api._common import ApiError, check_fields, json_body, json_response, principal_of
+from gateway_kit.api._common import (
+    ApiError,
+    check_fields,
+    json_body,
+    json_response,
+    one_change_at_a_time,
+    principal_of,
+)
 from gateway_kit.config.pii import check_pattern
 from gateway_kit.gateway import Gateway
 
@@ -51,6 +58,7 @@ async def pii_status(gateway: Gateway, workspace_id: str) -> dict[str, Any]:
     }
 
 
+@one_change_at_a_time("pii")
 async def change_pii(gateway: Gateway, workspace_id: str, body: dict[str, Any]) -> None:
     """Apply a ``PATCH .../pii`` body, checked as a whole before anything is saved."""
     check_fields(body, ["patterns", "allow"])

@@ -28,6 +28,7 @@ import anyio
 from gateway_kit.events.models import format_timestamp
 from gateway_kit.exceptions import InvalidRequestError, NotFoundError
 from gateway_kit.storage import Storage
+from gateway_kit.storage.lock import held
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 Status = Literal["active", "paused", "stale"]
@@ -127,21 +128,25 @@ class WebhookStore:
         secret: str,
         events: tuple[str, ...] | None,
     ) -> Webhook:
-        if len(await self._storage.map_items(f"{workspace_id}:webhooks")) >= self._max:
-            raise InvalidRequestError(
-                f"a workspace has at most {self._max} webhooks; delete one first"
+        # One at a time: creations at once would each count the others out and pass the cap.
+        async with held(self._storage, f"{workspace_id}:lock:webhooks"):
+            if len(await self._storage.map_items(f"{workspace_id}:webhooks")) >= self._max:
+                raise InvalidRequestError(
+                    f"a workspace has at most {self._max} webhooks; delete one first"
+                )
+            hook = Webhook(
+                new_webhook_id(),
+                workspace_id,
+                name,
+                url,
+                secret,
+                events,
+                await self._storage.now(),
             )
-        hook = Webhook(
-            new_webhook_id(),
-            workspace_id,
-            name,
-            url,
-            secret,
-            events,
-            await self._storage.now(),
-        )
-        await self._storage.set(self._key(hook.workspace_id, hook.id), _dump(hook), if_absent=True)
-        await self._storage.map_set(f"{workspace_id}:webhooks", hook.id, b"")
+            await self._storage.set(
+                self._key(hook.workspace_id, hook.id), _dump(hook), if_absent=True
+            )
+            await self._storage.map_set(f"{workspace_id}:webhooks", hook.id, b"")
         return hook
 
     async def get(self, workspace_id: str, webhook_id: str) -> Webhook | None:

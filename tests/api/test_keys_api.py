@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gateway_kit import StorageError
 from tests.fakes import Env, provisioned
 
 pytestmark = pytest.mark.anyio
@@ -111,3 +112,19 @@ async def test_bad_management_requests_get_clear_errors_and_change_nothing(
         after = [k.public() for k in await env.gateway.keys.list(env.workspace_id)]
         assert after == before
         assert (await env.chat()).status == 200  # the caller's key still works
+
+
+async def test_a_storage_failure_is_a_503_to_retry_not_a_500(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with provisioned() as env:
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise StorageError("storage is down")
+
+        monkeypatch.setattr(env.gateway.storage, "map_items", down)
+        listed = await env.recorder.request("GET", keys_path(env), headers=env.auth())
+        assert listed.status == 503
+        assert listed.headers["retry-after"] == "1"
+        error = listed.json()["error"]
+        assert (error["type"], error["code"]) == ("api_error", "storage_unavailable")
