@@ -500,6 +500,21 @@ def test_the_installed_command_prints_one_line_and_no_traceback(
     assert result.stderr == f"gateway-kit: {line.format(config=config)}\n"
 
 
+def test_pii_masking_without_its_extra_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workspace patterns run under RE2 (time linear in the text): masking needs it."""
+    from gateway_kit import load_config
+
+    monkeypatch.setitem(sys.modules, "re2", None)
+    path = write(tmp_path, '[pii]\nmode = "enforce"\nkinds = ["EMAIL"]\n')
+    with pytest.raises(MissingExtraError) as error:
+        load_config(path, environ={})
+    assert str(error.value) == (
+        f"{path}: pii.mode: PII masking needs the pii extra: pip install 'gateway-kit[pii]'"
+    )
+
+
 def test_the_semantic_cache_without_its_extra_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

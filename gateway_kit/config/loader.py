@@ -198,6 +198,10 @@ def _check_extras(config: GatewayConfig, source: str, origins: Mapping[str, str]
             f"{where}: storage.url", f"{scheme}://", extra="redis", module="redis"
         )
     pii = config.pii
+    if pii.mode is not Mode.OFF and not _installed("re2"):
+        # Workspace patterns run under RE2 (linear time): no tenant's pattern stalls the rest.
+        where = _where("pii.mode", source, origins)[0]
+        raise MissingExtraError(f"{where}: pii.mode", "PII masking", extra="pii", module="re2")
     if pii.mode is not Mode.OFF and "PHONE" in pii.kinds and not _installed("phonenumbers"):
         where = _where("pii.kinds", source, origins)[0]
         raise MissingExtraError(f"{where}: pii.kinds", "PHONE", extra="pii", module="phonenumbers")

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from gateway_kit.config.pii import PII_KINDS
+from gateway_kit.config.pii import PII_KINDS, compile_pattern
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -274,7 +274,9 @@ class PatternDetector:
     """A workspace's own named patterns: ``{"ACME_ID": r"ACME-\\d+"}`` (names upper case)."""
 
     def __init__(self, patterns: dict[str, str]) -> None:
-        self.patterns = [(name.upper(), re.compile(pattern)) for name, pattern in patterns.items()]
+        self.patterns = [
+            (name.upper(), compile_pattern(pattern)) for name, pattern in patterns.items()
+        ]
 
     def detect(self, text: str) -> Iterator[Span]:
         for kind, pattern in self.patterns:
