@@ -456,6 +456,40 @@ def test_every_command_that_loads_the_configuration_says_the_same(
     )
 
 
+@pytest.mark.parametrize(
+    "verb", [("serve", "--port", "0"), ("worker",), ("workspaces", "create", "--email", "a@b.se")]
+)
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # Once a traceback from uvicorn's startup, exit 3.
+        ("redis://127.0.0.1:99999/0", "storage.url: invalid Redis URL"),
+        # Once a gateway that started, said ok on /healthz and answered every request 503.
+        ("sqlite:///{tmp}/no/such/dir/state.db", "storage.url: cannot open the SQLite file"),
+        ("sqlite:///{tmp}", "storage.url: cannot open the SQLite file"),
+    ],
+)
+def test_a_storage_that_cannot_be_used_stops_the_start_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], verb: tuple[str, ...], url: str, says: str
+) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(BASE.replace("memory://", url.format(tmp=tmp_path)), encoding="utf-8")
+    code, line = run(capsys, config, *verb)
+    assert code == 2
+    assert line.startswith(f"gateway-kit: {config}: {says}")
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    """uvicorn bound --port 70000 as 4464."""
+    assert run(capsys, write(tmp_path), "serve", "--port", port) == (
+        2,
+        f"gateway-kit: --port: must be from 0 to 65535, got {port}",
+    )
+
+
 # -- the installed script: one line, no traceback -------------------------------------------
 
 

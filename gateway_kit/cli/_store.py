@@ -24,9 +24,9 @@ import anyio
 
 from gateway_kit._text import printable
 from gateway_kit.config import GatewayConfig, StorageConfig, load_config
-from gateway_kit.exceptions import ConfigError, NotFoundError
+from gateway_kit.exceptions import ConfigError, NotFoundError, StorageError
 from gateway_kit.gateway import Gateway
-from gateway_kit.storage._factory import sqlite_path
+from gateway_kit.storage._factory import sqlite_path, storage_from_url
 
 __all__ = [
     "Action",
@@ -35,6 +35,7 @@ __all__ = [
     "add_common",
     "bounded",
     "require_workspace",
+    "try_storage",
 ]
 
 Action = Callable[[Gateway, argparse.Namespace], Awaitable[Any]]
@@ -59,6 +60,7 @@ def add_common(
 def _run(action: Action, args: argparse.Namespace, *, reads_only: bool) -> int:
     config = load_config(args.config)
     _check_storage(config, args, reads_only=reads_only)
+    try_storage(config, args.config)
 
     async def main() -> Any:
         # No delivery worker here: the serving gateways (or `gateway-kit worker`) deliver what
@@ -88,6 +90,31 @@ def _check_storage(config: GatewayConfig, args: argparse.Namespace, *, reads_onl
             f"storage.url: no database at {path.resolve()}: `{command}` only reads, so none was "
             "made (run it where `gateway-kit serve` keeps its state, or give --config)"
         )
+
+
+def try_storage(config: GatewayConfig, source: str | None) -> None:
+    """The storage a command is about to use, tried first: a URL its backend refuses (a Redis
+    port past 65535) or an SQLite file that cannot be opened (no such directory, a directory,
+    not a database) is a configuration mistake, one line naming ``storage.url``; never a
+    traceback, nor a gateway that starts and answers every request with a 503. Redis is
+    reached once the gateway runs (and retried when it is down): only its URL is checked."""
+    where = f"{source}: storage.url" if source else "storage.url"
+    url = config.storage.url
+    try:
+        storage = storage_from_url(url, redis_prefix=config.storage.redis_prefix)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    file = sqlite_path(url)
+
+    async def touch() -> None:
+        async with storage:
+            if file is not None:
+                await storage.get("gk:start")
+
+    try:
+        anyio.run(touch)
+    except StorageError as exc:
+        raise ConfigError(f"{where}: cannot open the SQLite file {file!r}: {exc}") from None
 
 
 async def require_workspace(gateway: Gateway, workspace_id: str) -> None:

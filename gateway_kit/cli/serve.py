@@ -21,6 +21,7 @@ import anyio
 
 from gateway_kit import __version__
 from gateway_kit.accounts.scopes import ADMIN_SCOPES, ROLES
+from gateway_kit.cli._store import UsageError, try_storage
 from gateway_kit.config import GatewayConfig, load_config
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.logs import logging_config
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
+    if not 0 <= port <= 65535:  # uvicorn would bind the port modulo 65536
+        raise UsageError(f"--port: must be from 0 to 65535, got {port}")
+    try_storage(config, args.config)
     try:
         listener = bind(host, port)
     except OSError as exc:

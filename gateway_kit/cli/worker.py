@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from gateway_kit.cli._store import try_storage
 from gateway_kit.config import load_config
 from gateway_kit.gateway import Gateway
 
@@ -26,6 +27,7 @@ def add_parser(commands: Any, add_config_option: Callable[[argparse.ArgumentPars
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    try_storage(config, args.config)
 
     async def main() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
