@@ -183,6 +183,31 @@ def test_status_reports_connection_refused(capsys: pytest.CaptureFixture[str]) -
     assert f"cannot connect to {url}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        # Each was a traceback (or, for 0, "is the gateway running there?").
+        (["--timeout", "-1"], "--timeout: must be more than 0 and at most 3600 seconds"),
+        (["--timeout", "nan"], "--timeout: must be more than 0 and at most 3600 seconds"),
+        (["--timeout", "inf"], "--timeout: must be more than 0 and at most 3600 seconds"),
+        (["--timeout", "0"], "--timeout: must be more than 0 and at most 3600 seconds"),
+        (["--base-url", "http://[::1"], "--base-url: not a URL"),
+        (["--base-url", "ftp://host"], "--base-url: an http:// or https:// URL with a host"),
+        (["--api-key", "gk_é"], "the API key holds characters no API key has (not shown)"),
+        (["--routes", "--admin-token", "tök"], "the operator token holds characters"),
+    ],
+)
+def test_status_mistakes_are_one_line(
+    capsys: pytest.CaptureFixture[str], options: list[str], says: str
+) -> None:
+    assert main(["status", "--api-key", "gk_" + "a" * 43, *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gateway-kit status: {says}")
+    assert len(err.splitlines()) == 1
+    assert "gk_é" not in err
+    assert "tök" not in err
+
+
 def test_status_reports_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as silent:  # accepts connections (backlog), never answers
         silent.bind(("127.0.0.1", 0))

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 BAR_WIDTH = 30
+MAX_TIMEOUT_S = 3600.0
 
 
 def add_parser(commands: Any) -> None:
@@ -32,7 +33,9 @@ def add_parser(commands: Any) -> None:
         help="the gateway (default: $GATEWAY_KIT_BASE_URL, else http://127.0.0.1:8080)",
     )
     parser.add_argument("--api-key", help="the workspace's API key (default: $GATEWAY_KIT_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds, at most 3600 (default 10)"
+    )
     parser.add_argument("--json", action="store_true", help="print the raw /v1/me object")
     parser.add_argument(
         "--routes",
@@ -48,6 +51,21 @@ def add_parser(commands: Any) -> None:
 def fail(message: str, code: int = 1) -> int:
     print(f"gateway-kit status: {message}", file=sys.stderr)
     return code
+
+
+def _checked(args: argparse.Namespace, secret: str, what: str) -> str | None:
+    """What is wrong with the command line, if anything (never repeating the secret)."""
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:  # NaN too
+        return f"--timeout: must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds"
+    try:
+        url = httpx.URL(args.base_url)
+    except httpx.InvalidURL as exc:
+        return f"--base-url: not a URL ({exc})"
+    if url.scheme not in ("http", "https") or not url.host:
+        return "--base-url: an http:// or https:// URL with a host, e.g. http://127.0.0.1:8080"
+    if not secret.isascii() or not secret.isprintable() or " " in secret:
+        return f"the {what} holds characters no {what} has (not shown)"
+    return None
 
 
 def _get(url: str, base_url: str, secret: str, timeout: float) -> httpx.Response | str:
@@ -68,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     key = args.api_key or os.environ.get("GATEWAY_KIT_API_KEY")
     if not key:
         return fail("no API key: pass --api-key or set GATEWAY_KIT_API_KEY", 2)
+    if (mistake := _checked(args, key, "API key")) is not None:
+        return fail(mistake, 2)
     base_url = args.base_url.rstrip("/")
     url = f"{base_url}/v1/me"
     response = _get(url, base_url, key, args.timeout)
@@ -98,6 +118,8 @@ def run_routes(args: argparse.Namespace) -> int:
     token = args.admin_token or os.environ.get("GATEWAY_KIT_ADMIN_TOKEN")
     if not token:
         return fail("no operator token: pass --admin-token or set GATEWAY_KIT_ADMIN_TOKEN", 2)
+    if (mistake := _checked(args, token, "operator token")) is not None:
+        return fail(mistake, 2)
     base_url = args.base_url.rstrip("/")
     url = f"{base_url}/api/v1/admin/routes"
     response = _get(url, base_url, token, args.timeout)
