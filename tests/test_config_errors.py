@@ -479,6 +479,40 @@ def test_a_storage_that_cannot_be_used_stops_the_start_in_one_line(
     assert line.startswith(f"gateway-kit: {config}: {says}")
 
 
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        ('{ "bad header" = "x" }', "'bad header': not an HTTP header name"),
+        ('{ "X-Org" = "x\\nInjected: 1" }', "X-Org: the value must be printable ASCII"),
+        ('{ "X-Org" = "ørg" }', "X-Org: the value must be printable ASCII"),
+    ],
+)
+def test_provider_headers_no_request_could_send_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], headers: str, says: str
+) -> None:
+    """Each was a 500 on every request to the provider's models."""
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        BASE.replace('api_key = "sk-test"', f'api_key = "sk-test"\nheaders = {headers}'),
+        encoding="utf-8",
+    )
+    code, line = run(capsys, config)
+    assert code == 2
+    assert line.startswith(f"gateway-kit: {config}: providers[0].headers: {says}")
+
+
+def test_a_flagship_without_a_price_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every saving is measured against it: unpriced, they were all shown as $0."""
+    config = write(tmp_path, '[cost]\nflagship_model = "no-such-model-xyz"\n')
+    assert run(capsys, config, "workspaces", "list") == (
+        2,
+        "gateway-kit: cost.flagship_model: no price for 'no-such-model-xyz': name a model of "
+        "`models` with a price, or one the price table knows (e.g. gpt-5.1)",
+    )
+
+
 @pytest.mark.parametrize("port", ["70000", "-1"])
 def test_a_port_out_of_range_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str

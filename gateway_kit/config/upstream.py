@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 from decimal import Decimal
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway_kit.config.base import NAME_PATTERN, _Config
 
 __all__ = ["DeploymentConfig", "FaultsConfig", "ModelConfig", "PriceConfig", "ProviderConfig"]
+
+#: RFC 9110's token (a header's name), and a value of printable ASCII, spaces and tabs.
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 #: Where each provider type is served when ``base_url`` is not given.
 DEFAULT_BASE_URLS = {
@@ -74,6 +79,20 @@ class ProviderConfig(_Config):
     anthropic_version: str = "2023-06-01"
     #: Anthropic only: ``max_tokens`` when the request gives none (the Messages API needs one).
     default_max_tokens: int = Field(default=4096, ge=1)
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        # Checked here, not by the HTTP client on every request (each was a 500).
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: not an HTTP header name (letters, digits, -_.!#...)")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValueError(
+                    f"{name}: the value must be printable ASCII (no line break, no control "
+                    "character)"
+                )
+        return headers
 
     @model_validator(mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from gateway_kit.cost.money import usd_text
 from gateway_kit.cost.pricing import ModelPrice, PriceTable
 from gateway_kit.cost.tokens import OutputEstimator, estimate_prompt_tokens
 from gateway_kit.cost.usage import Usage
+from gateway_kit.exceptions import ConfigError
 
 __all__ = ["Costs", "RequestCost", "usd_text"]
 
@@ -85,6 +86,12 @@ class Costs:
         self.prices = prices if prices is not None else PriceTable(overrides)
         self.flagship = config.cost.flagship_model
         self._flagship_ref = self._refs.get(self.flagship, self.flagship)
+        if self.prices.price(self._flagship_ref) is None:
+            # Every saving would be measured against nothing and shown as $0.
+            raise ConfigError(
+                f"cost.flagship_model: no price for {self.flagship!r}: name a model of "
+                "`models` with a price, or one the price table knows (e.g. gpt-5.1)"
+            )
         self.outputs = OutputEstimator(prior=config.budget.default_output_tokens)
 
     def ref(self, model: str) -> str:
