@@ -205,3 +205,28 @@ def test_status_json_is_still_exactly_the_me_object(
     assert raw.strip() == me.text
     assert "wallet" not in json.loads(raw)
     assert "Budget" not in raw
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        (["keys", "create", "--name", "a\x1b[31mb"], "--name: must not contain control characters"),
+        (["keys", "create", "--name", "n" * 201], "--name: longer than 200 characters"),
+        (
+            ["wallet", "topup", "--amount", "5", "--reference", "INV\x1b[31m"],
+            "--reference: must not contain control characters",
+        ),
+    ],
+)
+def test_the_cli_refuses_labels_the_api_refuses(
+    cfg: list[str],
+    workspace: str,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    says: str,
+) -> None:
+    """They were stored: an escape sequence in a key's name reached every terminal listing it."""
+    assert main([*command, "--workspace", workspace, *cfg]) == 2
+    assert capsys.readouterr().err.startswith(f"gateway-kit: {says}")
+    wallet = run_json(capsys, "wallet", "show", "--workspace", workspace, *cfg)
+    assert wallet["topups"] == 0

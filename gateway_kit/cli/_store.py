@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "UsageError",
     "add_common",
     "bounded",
+    "one_line",
     "require_workspace",
     "try_storage",
 ]
@@ -127,6 +129,24 @@ def bounded(value: float, option: str, *, low: float, high: float, unit: str) ->
     if not low <= value <= high:
         raise UsageError(f"{option}: must be from {low:g} to {high:g} {unit}, got {value:g}")
     return value
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(value: str, option: str, *, max_length: int = 200) -> str:
+    """A label given on the command line (a key's name, a reference), checked as the API checks
+    it: no control characters (no terminal escape sequence is ever stored), at most
+    ``max_length`` characters; stripped. Else a ``UsageError`` naming ``option``."""
+    control = _CONTROL.search(value)
+    if control is not None:
+        raise UsageError(
+            f"{option}: must not contain control characters (found U+{ord(control.group()):04X} "
+            f"at position {control.start()})"
+        )
+    if len(value) > max_length:
+        raise UsageError(f"{option}: longer than {max_length} characters")
+    return value.strip()
 
 
 def human(result: Any) -> str:

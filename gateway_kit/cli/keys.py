@@ -8,7 +8,14 @@ from typing import Any
 from gateway_kit.accounts.keys import ApiKey
 from gateway_kit.accounts.scopes import ROLES, ScopeError, parse_scopes, role_scopes
 from gateway_kit.api.keys import MAX_GRACE_S
-from gateway_kit.cli._store import AddConfig, UsageError, add_common, bounded, require_workspace
+from gateway_kit.cli._store import (
+    AddConfig,
+    UsageError,
+    add_common,
+    bounded,
+    one_line,
+    require_workspace,
+)
 from gateway_kit.gateway import Gateway
 
 __all__ = ["add_parser"]
@@ -65,7 +72,8 @@ async def _create(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     except ScopeError as exc:
         raise UsageError(f"--{'scopes' if args.scopes is not None else 'role'}: {exc}") from None
     await require_workspace(gateway, args.workspace)
-    made = await gateway.keys.create(args.workspace, name=args.name, scopes=scopes)
+    name = one_line(args.name, "--name")
+    made = await gateway.keys.create(args.workspace, name=name, scopes=scopes)
     return {**made.key.public(), "key": made.secret}
 
 

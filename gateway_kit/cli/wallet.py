@@ -7,7 +7,7 @@ import secrets
 from typing import Any
 
 from gateway_kit.accounts.wallet import MAX_TOPUP_USD
-from gateway_kit.cli._store import AddConfig, UsageError, add_common, require_workspace
+from gateway_kit.cli._store import AddConfig, UsageError, add_common, one_line, require_workspace
 from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError
 from gateway_kit.gateway import Gateway
@@ -55,10 +55,11 @@ async def _topup(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
         amount = parse_usd(args.amount, "amount_usd", high=MAX_TOPUP_USD, positive=True)
     except InvalidRequestError as exc:
         raise UsageError(str(exc).replace("'amount_usd'", "--amount")) from None
+    reference = one_line(args.reference, "--reference")
+    key = one_line(args.idempotency_key, "--idempotency-key") or secrets.token_hex(16)
     await require_workspace(gateway, args.workspace)
-    key = args.idempotency_key or secrets.token_hex(16)
     balance = await gateway.wallet.credit(
-        args.workspace, amount, key=f"manual:{key}", source="operator", reference=args.reference
+        args.workspace, amount, key=f"manual:{key}", source="operator", reference=reference
     )
     return {**await _wallet(gateway, args.workspace), "credited": balance is not None}
 
