@@ -16,10 +16,10 @@ With wallet billing on, the same step holds the estimate against the wallet's ba
 error, stream error, a client that left, cancellation) the reservation is settled with the real
 cost exactly once, and the request's savings are added. ``budget.alert`` is published once per
 threshold per period (a storage ``set if absent`` decides, across processes), after the
-response, when the committed spend reaches it: with a reservation that was admitted and kept,
-or with the settlement (the real cost in place of the estimate). A refused reservation alerts
-nothing, except ``block`` when the spend as it stands has used the cap up: a single request
-priced past the cap says nothing about the spend. ``monitor`` reserves nothing, never blocks
+response, when the spend settled reaches it (``block``: the cap used up), with that spend as
+``spent_usd``: never on a reservation, which is an estimate held for a moment (a burst of them
+once alerted 92 % while nothing was spent, and the real crossings then said nothing).
+``monitor`` reserves nothing, never blocks
 or rewrites, and says what it would have done; ``off`` only records spend and savings.
 Requests without a principal (auth off) pass.
 

@@ -28,9 +28,6 @@ class BudgetVerdict(Verdict):
     #: The model the request goes to instead (a downgrade).
     downgrade_to: str | None = None
     downgraded_from: str | None = None
-    #: Thresholds the committed spend reached: ``budget.alert`` for each (once per period) if
-    #: the reservation stood, or was refused with the spend at the cap.
-    alerts: tuple[Threshold, ...] = ()
     committed: int = 0
     cap: int | None = None
 
@@ -67,16 +64,13 @@ class BudgetPolicy:
         """Where ``model`` is downgraded to (enforce mode only)."""
         return self._downgrades.get(model) if self.mode is Mode.ENFORCE else None
 
-    def reached(self, committed: int, cap: int | None) -> tuple[Threshold, ...]:
-        """The thresholds ``committed`` has reached (block: passed)."""
+    def spent(self, settled: int, cap: int | None) -> tuple[Threshold, ...]:
+        """The thresholds the ``settled`` spend has reached: what ``budget.alert`` reports
+        (block once the cap is used up: no request can pass it any more)."""
         if cap is None:
             return ()
-        warn, downgrade, block = self.thresholds.cuts(cap)
-        if committed < warn:
-            return ()
-        # Block applies past its threshold, the others from theirs.
-        cuts = (warn, downgrade, block + 1)
-        return tuple(t for t, cut in zip(_THRESHOLDS, cuts, strict=True) if committed >= cut)
+        cuts = self.thresholds.cuts(cap)
+        return tuple(t for t, cut in zip(_THRESHOLDS, cuts, strict=True) if settled >= cut)
 
     def admitted(
         self, model: str, committed: int, cap: int | None, *, downgraded: bool = False
@@ -84,7 +78,6 @@ class BudgetPolicy:
         """The reservation went through; ``committed`` includes it."""
         if self.mode is not Mode.ENFORCE:  # off: spend is recorded, nothing is decided
             return BudgetVerdict(committed=committed, cap=cap)
-        alerts = self.reached(committed, cap)
         band = self.thresholds.verdict(committed, cap) if cap is not None else "ok"
         target = self.target(model)
         if band == "downgrade" and target is None:
@@ -96,7 +89,6 @@ class BudgetPolicy:
                 header="downgrade",
                 downgrade_to=target,
                 downgraded_from=model,
-                alerts=alerts,
                 committed=committed,
                 cap=cap,
             )
@@ -104,7 +96,6 @@ class BudgetPolicy:
             action="pass" if band == "ok" else band,
             band=band,
             header=None if band == "ok" else band,
-            alerts=alerts,
             committed=committed,
             cap=cap,
         )
@@ -113,8 +104,7 @@ class BudgetPolicy:
         self, reason: Literal["budget", "key_budget", "wallet"], committed: int, cap: int | None
     ) -> BudgetVerdict:
         """The reservation did not fit: a 402. ``committed`` is the spend as it stands, without
-        this request: ``block`` is alerted only when that spend alone has used the cap up (a
-        single request priced past the cap says nothing about the spend)."""
+        this request."""
         if reason == "wallet":
             message = "The wallet balance cannot cover this request. Top up the wallet to continue."
             code, header = "insufficient_balance", "wallet"
@@ -125,14 +115,11 @@ class BudgetPolicy:
                 "wait for the period to reset."
             )
             code, header = "budget_exceeded", "block"
-        used_up = reason == "budget" and cap is not None and committed >= self.thresholds.limit(cap)
-        alerts: tuple[Threshold, ...] = ("block",) if used_up else ()
         return BudgetVerdict(
             action="block",
             refusal=Refusal(402, message, code=code, type="insufficient_quota"),
             band="block",
             header=header,
-            alerts=alerts,
             committed=committed,
             cap=cap,
         )
@@ -144,7 +131,6 @@ class BudgetPolicy:
             action="pass" if band == "ok" else f"would-{band}",
             band=band,
             header=None if band == "ok" else f"would-{band}",
-            alerts=self.reached(committed, cap),
             committed=committed,
             cap=cap,
         )

@@ -179,15 +179,12 @@ class BudgetStep:
                 savings,
                 extra=[(self._debt, actual)] if self._billing else (),
             )
-        # Alerts follow the committed spend, never a reservation that did not stand: those of
-        # the verdict when the reservation was admitted and kept (not given back because
-        # another layer refused the request) or when the policy refused it (then ``block``,
-        # and only if the spend as it stands has used the cap up), and those the committed
-        # spend reaches once the real cost replaces the estimate.
-        verdict = self._verdict
-        step_alerts = verdict.alerts if verdict is not None and (admitted or self._refused) else ()
+        # Alerts follow the spend settled, never a reservation: a burst of requests reserving
+        # their estimates once took the committed figure past 80 % and 90 % while 7 % was
+        # spent, and each threshold alerts once a period, so the real crossings said nothing.
+        # ``spent_usd`` is what the period has settled, as the event's field says.
         cap = self._cap
-        committed_key = self._layer.gateway.ledger.key(principal.workspace_id, period, "committed")
+        settled_key = self._layer.gateway.ledger.key(principal.workspace_id, period, "settled")
 
         async def then(values: Mapping[str, int]) -> None:
             layer = self._layer
@@ -195,14 +192,10 @@ class BudgetStep:
                 ctx.events += await layer.gateway.wallet.check_low_balance(
                     principal.workspace_id, -values[self._debt]
                 )
-            if verdict is not None and step_alerts:
-                await layer.alert(
-                    ctx, principal.workspace_id, period, step_alerts, verdict.committed, cap
-                )
-            settled = values.get(committed_key)
-            if settled is not None and (reached := layer.policy.reached(settled, cap)):
+            settled = values.get(settled_key)
+            if settled is not None and (reached := layer.policy.spent(settled, cap)):
                 await layer.alert(ctx, principal.workspace_id, period, reached, settled, cap)
 
-        if not increments and not step_alerts:
+        if not increments:
             return None
         return Settlement(increments, then)
