@@ -19,6 +19,7 @@ lying content-length; odd content types; bodies that are not UTF-8. In process t
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import logging
 import math
@@ -527,6 +528,21 @@ class TestHostileBodies:
                 check(
                     await t.send(route, raw, content_type=content_type), f"{route} {content_type}"
                 )
+
+    async def test_a_compressed_body_is_a_415_naming_the_encoding(self, route: JsonRoute) -> None:
+        """Bodies are read as they come: gzip was read as JSON that is not UTF-8, and a plain
+        body labelled br was served as if nothing were wrong."""
+        async with target() as t:
+            raw = json.dumps(t.fill(sample(route))).encode()
+            for encoding, body in (("gzip", gzip.compress(raw)), ("br", raw), ("x, gzip", raw)):
+                answer = await t.send(route, body, headers={"content-encoding": encoding})
+                check(answer, f"{route} {encoding}")
+                if route.path != STRIPE_PATH:  # Stripe signs the bytes as they came
+                    assert answer.status_code == 415, f"{route} {encoding}"
+                    assert repr(encoding) in answer.json()["error"]["message"]
+            for identity in ("identity", ""):
+                answer = await t.send(route, raw, headers={"content-encoding": identity})
+                assert answer.status_code != 415, f"{route} {identity!r}"
 
     async def test_bodies_that_are_not_utf8_are_a_400_invalid_json(self, route: JsonRoute) -> None:
         async with target() as t:

@@ -15,7 +15,7 @@ from gateway_kit._asgi import error_body
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError
-from gateway_kit.pipeline.body import InvalidJSON, parse_json
+from gateway_kit.pipeline.body import InvalidJSON, encoding_refused, parse_json
 from gateway_kit.pipeline.context import get_context
 from gateway_kit.storage.lock import held
 
@@ -97,6 +97,9 @@ async def json_body(request: Request, *, optional: bool = False) -> dict[str, An
     ``Infinity``, lone surrogates or nesting past ``MAX_JSON_DEPTH`` reach an endpoint.
     """
     content_type = request.headers.get("content-type", "")
+    refused = encoding_refused(request.headers.get("content-encoding"))
+    if refused is not None:
+        raise ApiError(415, refused, code="unsupported_media_type")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ApiError(413, f"Body exceeds {MAX_BODY_BYTES} bytes.", code="request_too_large")

@@ -18,6 +18,7 @@ from gateway_kit.pipeline.body import (
     BodyTooLarge,
     ClientDisconnected,
     InvalidJSON,
+    encoding_refused,
     parse_json,
     read_body,
 )
@@ -73,6 +74,10 @@ async def load_request(
             "Content-Type must be application/json.",
             code="unsupported_media_type",
         )
+    encoding = header(scope, b"content-encoding")
+    refused = encoding_refused(None if encoding is None else encoding.decode("latin-1"))
+    if refused is not None:
+        return Refusal(415, refused, code="unsupported_media_type")
     try:
         body, receive = await read_body(scope, receive, limit=max_body_bytes)
     except BodyTooLarge as exc:

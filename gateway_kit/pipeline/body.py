@@ -30,6 +30,7 @@ __all__ = [
     "BodyTooLarge",
     "ClientDisconnected",
     "InvalidJSON",
+    "encoding_refused",
     "parse_json",
     "read_body",
     "replace_json",
@@ -116,6 +117,16 @@ def replace_json(scope: Scope, payload: dict[str, Any]) -> None:
     ctx.body = _ENCODER.encode(payload).encode()
     length = str(len(ctx.body)).encode()
     scope["headers"] = [(k, length if k == b"content-length" else v) for k, v in scope["headers"]]
+
+
+def encoding_refused(content_encoding: str | None) -> str | None:
+    """Why a body sent with this ``Content-Encoding`` is refused (a 415), ``None`` when it is
+    not: bodies are read as they come, so a compressed one would be read as broken JSON (or,
+    labelled but plain, served as if nothing were wrong)."""
+    if content_encoding is None or content_encoding.strip().lower() in ("", "identity"):
+        return None
+    shown = content_encoding.strip()[:40].encode("ascii", "replace").decode()
+    return f"Content-Encoding {shown!r} is not accepted: send the JSON body uncompressed."
 
 
 class InvalidJSON(ValueError):
