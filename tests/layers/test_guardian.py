@@ -268,6 +268,27 @@ async def test_a_prompt_past_the_window_is_413_with_its_exact_count() -> None:
         assert "(estimated)" in local.json()["error"]["message"]
 
 
+async def test_a_prompt_far_past_the_window_is_refused_on_its_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Megabytes of one repeated character took seconds of CPU to count exactly (and a
+    refused request costs no quota: free to repeat). Four times the limit by the estimate is
+    over it whatever the text: refused without counting, saying it is an estimate."""
+    async with guarded({"context_size": {"window_share": 0.5}}) as (env, recorder):
+
+        def never(*args: Any) -> Any:
+            raise AssertionError("counted exactly")
+
+        monkeypatch.setattr(env.gateway.tokens, "count_prompt", never)
+        big = await ask(env, user("a" * 2_000_000))
+        assert big.status == 413
+        assert "retry-after" not in big.headers
+        message = big.json()["error"]["message"]
+        assert "(estimated), over the limit of 2,000" in message
+        [event] = blocks(recorder)
+        assert event.rule == "context_size"
+
+
 # -- conversation_steps ------------------------------------------------------------------------
 
 

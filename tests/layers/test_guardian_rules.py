@@ -313,6 +313,9 @@ def test_the_verdict_blocks_throttles_within_the_bound_and_warns() -> None:
     big = policy.verdict(rules, [trip("context_size", "block", status=413)])
     assert big.refusal is not None
     assert big.refusal.status == 413
+    # The prompt itself is too big: sent again it is refused again, so no Retry-After.
+    assert big.refusal.headers == ()
+    assert "retry in" not in big.refusal.message
 
 
 def test_monitor_mode_says_what_it_would_do_and_never_acts() -> None:

@@ -42,6 +42,7 @@ __all__ = ["GuardianMiddleware"]
 
 #: Below this share of its threshold, a prompt's estimate is trusted: no exact count.
 _EXACT_FROM = 0.8
+_ESTIMATE_SUFFICES = 4
 #: Models whose context window is remembered.
 _WINDOWS_KEPT = 1024
 
@@ -149,9 +150,12 @@ class GuardianMiddleware(GatewayLayer):
             window = self._window(name)
             threshold = math.floor(window * size.window_share) if window else size.max_tokens
             tokens, exact = facts.tokens, False
-            if tokens >= _EXACT_FROM * threshold:
+            if _EXACT_FROM * threshold <= tokens < _ESTIMATE_SUFFICES * threshold:
                 # A prompt near or past the limit: counted exactly, off the event loop (a
                 # large prompt takes milliseconds; the tokenizer's first use loads its data).
+                # Far past it, the estimate decides: no real text has four times fewer tokens
+                # than it says, and counting megabytes of one repeated character took seconds
+                # of CPU per request (refused requests cost no quota: free to repeat).
                 counted = await anyio.to_thread.run_sync(
                     self.gateway.tokens.count_prompt, payload, name
                 )

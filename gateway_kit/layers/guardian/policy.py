@@ -188,12 +188,19 @@ class GuardianPolicy:
         )
 
     def _refusal(self, trip: Trip, wait: float, what: str) -> Refusal:
+        if trip.status == 413:  # the prompt itself: sent again, it is refused again
+            return Refusal(
+                413,
+                f"Guardian rule '{trip.rule}' {what} this request: {trip.message}.",
+                code="guardian_block",
+                type="invalid_request_error",
+            )
         retry = max(1, math.ceil(wait))
         return Refusal(
             trip.status,
             f"Guardian rule '{trip.rule}' {what} this request: {trip.message}; retry in {retry} s.",
             code="guardian_block",
-            type="invalid_request_error" if trip.status == 413 else "rate_limit_error",
+            type="rate_limit_error",
             headers=((b"retry-after", str(retry).encode()),),
         )
 
