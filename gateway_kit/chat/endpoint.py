@@ -136,7 +136,9 @@ class _InferenceEndpoint:
     async def _unrouted(ctx: RequestContext, failed: RoutingFailed, send: Send) -> None:
         """No deployment answered: 503 when all were cooling down, else 502."""
         ctx.verdicts["routing"] = RouteVerdict(
-            action="failed", attempts=tuple(a.label() for a in failed.attempts)
+            action="failed",
+            retries=failed.retries,
+            attempts=tuple(a.label() for a in failed.attempts),
         )
         headers = []
         if failed.retry_after is not None:

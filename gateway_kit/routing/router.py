@@ -92,9 +92,13 @@ class Routed:
 class RoutingFailed(Exception):
     """No deployment answered: every candidate failed without a response, or was cooling."""
 
-    def __init__(self, message: str, attempts: list[Attempt], retry_after: float | None) -> None:
+    def __init__(
+        self, message: str, attempts: list[Attempt], retry_after: float | None, retries: int = 0
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
+        #: Retries of a deployment along the way (as ``Routed.retries``).
+        self.retries = retries
         #: Seconds until the first cooling deployment may be probed (when all were cooling).
         self.retry_after = retry_after
 
@@ -218,9 +222,9 @@ class Router:
             last.attempts = [a for a in attempts if a is not last_attempt]
             last.retries = retries
             return last
-        raise self._failed(route, attempts)
+        raise self._failed(route, attempts, retries)
 
-    def _failed(self, route: ModelRoute, attempts: list[Attempt]) -> RoutingFailed:
+    def _failed(self, route: ModelRoute, attempts: list[Attempt], retries: int) -> RoutingFailed:
         cooling = [
             until
             for a in attempts
@@ -235,7 +239,7 @@ class Router:
         else:
             tried = "; ".join(f"{a.label()} {a.detail}".strip() for a in attempts)
             message = f"No upstream could serve the model '{route.name}' ({tried})."
-        return RoutingFailed(message, attempts, retry_after)
+        return RoutingFailed(message, attempts, retry_after, retries)
 
     async def _chat(self, deployment: Deployment, call: ChatCall) -> _Outcome:
         try:

@@ -282,6 +282,7 @@ async def test_when_nothing_answers_routing_fails_with_what_was_tried() -> None:
         await r.chat()
     assert not failed.value.cooling
     assert len(failed.value.attempts) == 6
+    assert failed.value.retries == 3  # each deployment once again (the request log's count)
     assert "main@a=error" in str(failed.value)
 
 
