@@ -148,6 +148,7 @@ async def test_a_new_workspace_with_its_first_admin_key() -> None:
         body = created.json()
         assert body["plan"] == "tiny"  # the default plan
         assert body["key"]["role"] == "admin"
+        assert body["keys"] == {"active": 1, "revoked": 0}  # once 0 beside the key it made
         me = await env.recorder.request("GET", "/v1/me", headers=env.auth(body["key"]["key"]))
         assert me.json()["workspace_id"] == body["workspace_id"]
         again = await op(

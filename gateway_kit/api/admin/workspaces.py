@@ -123,9 +123,9 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
             return exc.response()
         except InvalidRequestError as exc:
             return _invalid(exc).response()
-        result = await workspace_view(gateway, workspace)
-        if with_key:
-            made = await gateway.keys.create(workspace.id, scopes=ROLES["admin"])
+        made = await gateway.keys.create(workspace.id, scopes=ROLES["admin"]) if with_key else None
+        result = await workspace_view(gateway, workspace)  # the key counted in it
+        if made is not None:
             result["key"] = {**made.key.public(), "key": made.secret}
         return json_response(result, 201)
 
