@@ -84,8 +84,9 @@ async def purge_cache(gateway: Gateway, workspace_id: str | None, request: Reque
     model = request.query_params.get("model")
     unknown = set(request.query_params) - {"model"}
     if unknown:
+        name = sorted(unknown)[0]
         raise ApiError(
-            400, f"Unknown query parameter '{sorted(unknown)[0]}'.", code="unknown_parameter"
+            400, f"Unknown query parameter '{name}'.", code="unknown_parameter", param=name
         )
     if model is not None and not _MODEL.match(model):
         raise ApiError(400, "'model' is not a model name.", code="invalid_value", param="model")

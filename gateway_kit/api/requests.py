@@ -38,7 +38,7 @@ from gateway_kit.api._common import (
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.events import MAX_EVENTS
 from gateway_kit.observe.record import iso_ms
-from gateway_kit.observe.requestlog import DAY, STATUS, RequestFilter
+from gateway_kit.observe.requestlog import STATUS, RequestFilter, is_day
 from gateway_kit.observe.usage import METRICS
 
 __all__ = ["READS", "recent_events", "request_page", "request_routes", "usage_report"]
@@ -55,7 +55,9 @@ def _query(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
     params = request.query_params
     for name in params:
         if name not in allowed:
-            raise ApiError(400, f"Unknown query parameter '{name}'.", code="unknown_parameter")
+            raise ApiError(
+                400, f"Unknown query parameter '{name}'.", code="unknown_parameter", param=name
+            )
     for name in allowed:
         if len(params.getlist(name)) > 1:
             raise ApiError(
@@ -71,6 +73,15 @@ def _time(value: str | None, name: str) -> str | None:
 def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str) -> str | None:
     if value is not None and not pattern.fullmatch(value):
         raise ApiError(400, f"'{name}' must be {what}.", code="invalid_value", param=name)
+    return value
+
+
+def _day(value: str | None, name: str) -> str | None:
+    """A calendar day, ``YYYY-MM-DD`` (one that exists: 2026-02-30 does not)."""
+    if value is not None and not is_day(value):
+        raise ApiError(
+            400, f"'{name}' must be a day, YYYY-MM-DD.", code="invalid_value", param=name
+        )
     return value
 
 
@@ -99,9 +110,9 @@ async def usage_report(gateway: Gateway, workspace_id: str, request: Request) ->
     """``GET .../usage``' answer."""
     query = _query(request, ("since", "until"))
     today = datetime.fromtimestamp(gateway.clock(), UTC).date()
-    until = _matching(query.get("until"), DAY, "until", "a day, YYYY-MM-DD") or today.isoformat()
+    until = _day(query.get("until"), "until") or today.isoformat()
     default_since = (today - timedelta(days=_DEFAULT_DAYS - 1)).isoformat()
-    since = _matching(query.get("since"), DAY, "since", "a day, YYYY-MM-DD") or default_since
+    since = _day(query.get("since"), "since") or default_since
     rows = await gateway.requests.usage.read(workspace_id, since=since, until=until)
     totals = dict.fromkeys(METRICS, 0)
     for row in rows:

@@ -23,7 +23,7 @@ from gateway_kit.cli._store import AddConfig, UsageError, add_common, require_wo
 from gateway_kit.cost.money import usd_text
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import decode
-from gateway_kit.observe.requestlog import DAY, STATUS, RequestFilter, log_key
+from gateway_kit.observe.requestlog import STATUS, RequestFilter, is_day, log_key
 from gateway_kit.observe.usage import METRICS
 from gateway_kit.storage import LogEntry
 
@@ -130,7 +130,7 @@ def _printer(as_json: bool) -> Any:
 
 async def _usage(gateway: Gateway, args: argparse.Namespace) -> list[dict[str, Any]]:
     for option, value in (("--since", args.since), ("--until", args.until)):
-        if value is not None and not DAY.fullmatch(value):
+        if value is not None and not is_day(value):
             raise UsageError(f"{option}: a day as YYYY-MM-DD, not {value!r}")
     await require_workspace(gateway, args.workspace)
     today = datetime.fromtimestamp(gateway.clock(), UTC).date()

@@ -22,7 +22,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -33,7 +33,16 @@ from gateway_kit.observe.record import BATCH, RequestRecord, decode, iso_ms
 from gateway_kit.observe.usage import UsageTotals
 from gateway_kit.storage import Storage
 
-__all__ = ["DAY", "SCAN_LIMIT", "STATUS", "RequestFilter", "RequestLog", "RequestPage", "log_key"]
+__all__ = [
+    "DAY",
+    "SCAN_LIMIT",
+    "STATUS",
+    "RequestFilter",
+    "RequestLog",
+    "RequestPage",
+    "is_day",
+    "log_key",
+]
 
 logger = logging.getLogger("gateway_kit.requests")
 
@@ -48,6 +57,17 @@ _SLACK_S = 120.0
 STATUS = re.compile(r"[1-5][0-9][0-9]|[1-5]xx|error")
 #: A usage day, ``YYYY-MM-DD`` in ASCII digits (matched whole).
 DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def is_day(text: str) -> bool:
+    """Whether ``text`` is a calendar day as ``YYYY-MM-DD`` (one that exists: not 2026-02-30)."""
+    if not DAY.fullmatch(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def log_key(workspace_id: str) -> str:

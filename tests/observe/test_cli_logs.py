@@ -89,6 +89,8 @@ def test_usage_prints_totals_per_day_and_model(
     assert main(["usage", "--workspace", workspace, *cfg]) == 0
     assert "cost_usd" in capsys.readouterr().out
     assert main(["usage", "--workspace", workspace, "--since", "yesterday", *cfg]) == 2
+    assert main(["usage", "--workspace", workspace, "--since", "2026-02-30", *cfg]) == 2
+    assert "--since: a day as YYYY-MM-DD, not '2026-02-30'" in capsys.readouterr().err
 
 
 def test_logs_follow_prints_requests_as_they_are_written(config_file: Path) -> None:
