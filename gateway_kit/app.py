@@ -145,7 +145,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     body = error_body(
         message,
         type=_ERROR_TYPES.get(exc.status_code, "invalid_request_error"),
-        code="not_found" if exc.status_code == 404 else None,
+        code={404: "not_found", 405: "method_not_allowed"}.get(exc.status_code),
     )
     return Response(body, exc.status_code, headers=exc.headers, media_type="application/json")
 

@@ -194,7 +194,7 @@ async def test_unknown_paths_and_methods_get_json_errors(
     assert response.status == status
     assert response.headers["content-type"] == "application/json"
     assert "location" not in response.headers
-    error_of(response)
+    assert error_of(response)["code"] == ("not_found" if status == 404 else "method_not_allowed")
 
 
 # -- relaying -----------------------------------------------------------------------------------

@@ -108,6 +108,8 @@ async def test_plan_email_and_status_change_and_the_keys_follow_at_once() -> Non
             ({"email": "not-an-email"}, "email"),
             ({"email": "a\x1b[31m@example.com"}, "email"),  # string_field: no controls
             ({"status": "deleted"}, "status"),
+            ({"status": None}, "status"),  # once a 200 doing nothing, as plan and email are not
+            ({"plan": None}, "plan"),
             ({"owner": "me"}, "owner"),
             ({}, None),
         ):
@@ -159,6 +161,7 @@ async def test_a_new_workspace_with_its_first_admin_key() -> None:
         )
         assert again.status == 409
         assert again.json()["error"]["param"] == "workspace_id"
+        assert again.json()["error"]["code"] == "workspace_exists"
         for bad, param in (
             ({"email": "nope"}, "email"),
             ({"email": "a@b.co", "plan": "gold"}, "plan"),

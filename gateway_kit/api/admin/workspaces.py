@@ -147,7 +147,14 @@ def workspace_routes(gateway: Gateway) -> list[Route]:
                 )
             plan = string_field(body, "plan") if "plan" in body else None
             email = string_field(body, "email", max_length=254) if "email" in body else None
-            status = _status(body.get("status"), "status") if "status" in body else None
+            status = _status(body["status"], "status") if "status" in body else None
+            if "status" in body and status is None:  # as plan and email: null is no status
+                raise ApiError(
+                    400,
+                    "'status' must be 'active' or 'suspended'.",
+                    code="invalid_value",
+                    param="status",
+                )
             updated = await gateway.workspaces.update(
                 workspace.id, plan=plan, email=email, status=status
             )
@@ -268,7 +275,10 @@ def _status(value: Any, param: str) -> Status | None:
 
 def _invalid(exc: InvalidRequestError) -> ApiError:
     message = str(exc)
-    status = 409 if "already exists" in message else 400
+    exists = "already exists" in message
     return ApiError(
-        status, message[0].upper() + message[1:] + ".", code="invalid_value", param=exc.param
+        409 if exists else 400,
+        message[0].upper() + message[1:] + ".",
+        code="workspace_exists" if exists else "invalid_value",
+        param=exc.param,
     )
