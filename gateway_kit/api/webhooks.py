@@ -235,11 +235,12 @@ def _secret(body: dict[str, Any]) -> str:
     secret = body.get("secret")
     if not isinstance(secret, str):
         raise ApiError(400, "'secret' must be a string.", code="invalid_type", param="secret")
-    if not MIN_SECRET <= len(secret) <= MAX_SECRET or secret != secret.strip():
+    printable = secret.isascii() and secret.isprintable()  # no escape echoed in secret_hint
+    if not MIN_SECRET <= len(secret) <= MAX_SECRET or secret != secret.strip() or not printable:
         raise ApiError(
             400,
-            f"'secret' must be {MIN_SECRET} to {MAX_SECRET} characters, without surrounding "
-            "spaces (e.g. 'whsec_' and 32 random bytes in base64).",
+            f"'secret' must be {MIN_SECRET} to {MAX_SECRET} printable ASCII characters, without "
+            "surrounding spaces (e.g. 'whsec_' and 32 random bytes in base64).",
             code="invalid_value",
             param="secret",
         )

@@ -182,6 +182,13 @@ async def test_the_allow_list_admits_an_operator_s_internal_receiver() -> None:
             400,
             "invalid_value",
         ),
+        (  # once accepted, the escape then echoed in secret_hint
+            "POST",
+            "",
+            {"json": {"name": "a", "url": PUBLIC, "secret": SECRET + "\x1b"}},
+            400,
+            "invalid_value",
+        ),
         (
             "POST",
             "",
