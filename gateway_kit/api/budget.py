@@ -80,7 +80,8 @@ async def change_budget(
         if not isinstance(changes, dict):
             raise ApiError(
                 400,
-                "'key_caps' must be an object of key ids to USD amounts (or null).",
+                "'key_caps' must be an object of key ids to USD amounts (a key's null removes "
+                "its cap).",
                 code="invalid_type",
                 param="key_caps",
             )

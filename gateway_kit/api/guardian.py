@@ -86,7 +86,8 @@ async def change_guardian(
         if not isinstance(changes, dict):
             raise ApiError(
                 400,
-                f"'{field}' must be an object of key ids to settings (or null).",
+                f"'{field}' must be an object of key ids to settings (a key's null removes "
+                "its entry).",
                 code="invalid_type",
                 param=field,
             )

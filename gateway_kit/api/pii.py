@@ -68,7 +68,8 @@ async def change_pii(gateway: Gateway, workspace_id: str, body: dict[str, Any]) 
     if not isinstance(changes, dict):
         raise ApiError(
             400,
-            "'patterns' must be an object of names to regular expressions (or null).",
+            "'patterns' must be an object of names to regular expressions (a name's null "
+            "removes it).",
             code="invalid_type",
             param="patterns",
         )
