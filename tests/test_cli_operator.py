@@ -145,10 +145,15 @@ def test_budget_show_and_set(
 
     for args, start in (
         (["--cap", "lots"], "gateway-kit: --cap: not an amount in USD: 'lots'"),
-        (["--cap", "-1"], "gateway-kit: 'cap_usd'"),
-        (["--cap", "1e12"], "gateway-kit: 'cap_usd'"),
+        # Named by the option given, not the API's field (once 'cap_usd').
+        (["--cap", "-1"], "gateway-kit: --cap: it must be a number of US dollars from 0"),
+        (["--cap", "1e12"], "gateway-kit: --cap: it must be a number of US dollars from 0"),
         (["--key-cap", "oops"], "gateway-kit: --key-cap: expected KEY_ID=USD"),
-        (["--key-cap", "kid_nosuch=1"], "gateway-kit: No key 'kid_nosuch' in this workspace"),
+        (["--key-cap", f"{kid}=-3"], "gateway-kit: --key-cap: it must be a number of US dollars"),
+        (
+            ["--key-cap", "kid_nosuch=1"],
+            "gateway-kit: --key-cap: No key 'kid_nosuch' in this workspace",
+        ),
         ([], "gateway-kit: --cap or --key-cap: nothing to change"),
     ):
         error = one_line_error(capsys, "budget", "set", "--workspace", workspace, *args, *cfg)

@@ -8,6 +8,7 @@ and ``--key-cap kid_...=none`` (removes it), as many as needed.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from gateway_kit.admin import budget_status
@@ -64,8 +65,11 @@ async def _set(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     await require_workspace(gateway, args.workspace)
     try:
         await change_budget(gateway, args.workspace, body, caller=None)
-    except ApiError as exc:
-        raise UsageError(str(exc)) from None
+    except ApiError as exc:  # named by the option given, not the API's field
+        param = exc.param or ""
+        option = "--cap" if param == "cap_usd" else "--key-cap"
+        message = re.sub(r"'key_caps(\.[^']*)?'|'cap_usd'", "it", str(exc))
+        raise UsageError(f"{option}: {message}") from None
     return await budget_status(gateway, args.workspace)
 
 
