@@ -19,23 +19,40 @@ def budget(mode: Mode = Mode.ENFORCE, *, downgrade: str | None = "small") -> Bud
 
 
 @pytest.mark.parametrize(
-    ("committed", "band", "header", "alerts"),
+    ("committed", "band", "header"),
     [
-        (799_999, "ok", None, ()),
-        (800_000, "warn", "warn", ("warn",)),
-        (899_999, "warn", "warn", ("warn",)),
-        (900_000, "downgrade", "downgrade", ("warn", "downgrade")),
-        (1_000_000, "downgrade", "downgrade", ("warn", "downgrade")),
+        (799_999, "ok", None),
+        (800_000, "warn", "warn"),
+        (899_999, "warn", "warn"),
+        (900_000, "downgrade", "downgrade"),
+        (1_000_000, "downgrade", "downgrade"),
     ],
 )
 def test_budget_bands_change_at_the_exact_micro_dollar(
-    committed: int, band: str, header: str | None, alerts: tuple[str, ...]
+    committed: int, band: str, header: str | None
 ) -> None:
     verdict = budget().admitted("big", committed, CAP)
-    assert (verdict.band, verdict.header, verdict.alerts) == (band, header, alerts)
+    assert (verdict.band, verdict.header) == (band, header)
     assert verdict.refusal is None
     if band == "downgrade":
         assert (verdict.downgrade_to, verdict.downgraded_from) == ("small", "big")
+
+
+@pytest.mark.parametrize(
+    ("settled", "alerts"),
+    [
+        (799_999, ()),
+        (800_000, ("warn",)),
+        (900_000, ("warn", "downgrade")),
+        (999_999, ("warn", "downgrade")),
+        (1_000_000, ("warn", "downgrade", "block")),  # used up: no request passes any more
+    ],
+)
+def test_alerts_follow_the_settled_spend_to_the_micro_dollar(
+    settled: int, alerts: tuple[str, ...]
+) -> None:
+    assert budget().spent(settled, CAP) == alerts
+    assert budget().spent(settled, None) == ()
 
 
 def test_a_model_without_a_downgrade_target_warns_instead() -> None:
@@ -49,20 +66,18 @@ def test_a_reservation_that_only_fit_downgraded_is_a_downgrade() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reason", "code", "header", "alerts"),
+    ("reason", "code", "header"),
     [
-        ("budget", "budget_exceeded", "block", ("block",)),
-        ("key_budget", "budget_exceeded", "block", ()),
-        ("wallet", "insufficient_balance", "wallet", ()),
+        ("budget", "budget_exceeded", "block"),
+        ("key_budget", "budget_exceeded", "block"),
+        ("wallet", "insufficient_balance", "wallet"),
     ],
 )
-def test_refusals_are_402_with_their_reason(
-    reason: str, code: str, header: str, alerts: tuple[str, ...]
-) -> None:
+def test_refusals_are_402_with_their_reason(reason: str, code: str, header: str) -> None:
     verdict = budget().refused(reason, 1_000_000, CAP)  # type: ignore[arg-type]
     assert verdict.refusal is not None
     assert (verdict.refusal.status, verdict.refusal.code) == (402, code)
-    assert (verdict.header, verdict.alerts) == (header, alerts)
+    assert verdict.header == header
 
 
 def test_monitor_says_what_it_would_do_and_never_refuses_or_holds_a_cap() -> None:
@@ -71,13 +86,12 @@ def test_monitor_says_what_it_would_do_and_never_refuses_or_holds_a_cap() -> Non
     assert policy.target("big") is None
     verdict = policy.monitored(1_000_001, CAP)
     assert (verdict.action, verdict.header, verdict.refusal) == ("would-block", "would-block", None)
-    assert verdict.alerts == ("warn", "downgrade", "block")
     assert budget().limit(CAP) == CAP
 
 
 def test_no_cap_means_no_verdict_and_no_alert() -> None:
     verdict = budget().admitted("big", 10**12, None)
-    assert (verdict.band, verdict.header, verdict.alerts) == ("ok", None, ())
+    assert (verdict.band, verdict.header) == ("ok", None)
 
 
 NOV_18 = 1_795_000_000.0
