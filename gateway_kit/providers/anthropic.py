@@ -221,6 +221,8 @@ class _StreamTranslator:
         self._usage: dict[str, Any] = {}
         #: Content block index -> OpenAI tool call index (tool_use blocks counted from 0).
         self._tools: dict[int, int] = {}
+        #: The tool_use blocks whose input has streamed some JSON.
+        self._argued: set[int] = set()
         self._finish_sent = False
 
     def feed(self, event: SSEEvent) -> list[SSEEvent]:
@@ -267,8 +269,21 @@ class _StreamTranslator:
             if self.include_usage and usage is not None:
                 chunks.append({**self._chunk({}), "choices": [], "usage": usage})
             return chunks
-        # content_block_stop, ping, and event types added after this was written.
+        if kind == "content_block_stop":
+            return self._block_stop(event)
+        # ping, and event types added after this was written.
         return []
+
+    def _block_stop(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """A tool_use block whose input streamed nothing (a tool without arguments: Anthropic
+        sends one empty ``partial_json``) gets ``{}``, as its JSON answer's arguments are:
+        ``""`` is no JSON, and agents parse what they are given."""
+        index = event.get("index")
+        if not isinstance(index, int) or index not in self._tools or index in self._argued:
+            return []
+        self._argued.add(index)
+        call = {"index": self._tools[index], "function": {"arguments": "{}"}}
+        return [self._chunk({"tool_calls": [call]})]
 
     def _block_start(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         block = event.get("content_block")
@@ -301,6 +316,7 @@ class _StreamTranslator:
             and isinstance(index, int)
             and index in self._tools
         ):
+            self._argued.add(index)
             arguments = {"arguments": delta["partial_json"]}
             return [
                 self._chunk({"tool_calls": [{"index": self._tools[index], "function": arguments}]})

@@ -127,6 +127,12 @@ class OpenAIProvider:
         finally:
             await response.aclose()
         status = response.status_code
+        if status < 400 and not content.lstrip()[:1] == b"{":
+            # A proxy's HTML page, or nothing: not the API's answer, whatever the status.
+            raise UpstreamUnavailableError(
+                f"Upstream provider '{self.name}' answered {status} without a JSON body.",
+                provider=self.name,
+            )
         if status >= 400:
             content = content[:_MAX_ERROR_BODY]
         wait = retry_after(response.headers) if status in (408, 429) else None

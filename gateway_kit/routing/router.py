@@ -245,7 +245,7 @@ class Router:
         try:
             response = await deployment.provider.chat(call)
         except ProviderError as exc:
-            return _Outcome(status=exc.status, retry_after=exc.retry_after, detail=str(exc))
+            return _failure(exc)
         if response.events is None:
             return _outcome(response)
         if response.status >= 400:
@@ -268,8 +268,16 @@ class Router:
         try:
             response = await provider.embeddings(call)
         except ProviderError as exc:
-            return _Outcome(status=exc.status, retry_after=exc.retry_after, detail=str(exc))
+            return _failure(exc)
         return _outcome(response)
+
+
+def _failure(exc: ProviderError) -> _Outcome:
+    """A provider's error: no answer to give. One raised over a 2xx (a body cut short, or not
+    the API's) is a failure too: as no response at all (status 0), retried and fallen back
+    from; taken as a success it had no response to give (once a 500)."""
+    status = exc.status if exc.status >= 400 else 0
+    return _Outcome(status=status, retry_after=exc.retry_after, detail=str(exc))
 
 
 def _outcome(response: ChatResponse) -> _Outcome:

@@ -833,3 +833,37 @@ async def test_a_non_anthropic_4xx_body_still_gets_openais_error_shape() -> None
     error = json.loads(response.body)["error"]
     assert error["type"] == "permission_error"
     assert "403" in error["message"]
+
+
+def test_a_tool_called_without_input_streams_empty_json_arguments() -> None:
+    """Anthropic streams a tool without input as one empty ``partial_json``: the arguments
+    were then ``""`` (no JSON; the JSON answer and a cache hit have ``{}``)."""
+    from gateway_kit.providers.anthropic import _StreamTranslator
+
+    translator = _StreamTranslator(created=1, include_usage=False)
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {}}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": ""},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    chunks = [
+        e.json() for event in events for e in translator.feed(SSEEvent.of_json(event)) if not e.done
+    ]
+    arguments = "".join(
+        call["function"].get("arguments", "")
+        for c in chunks
+        for choice in c["choices"]
+        for call in choice["delta"].get("tool_calls", ())
+    )
+    assert arguments == "{}"

@@ -117,3 +117,16 @@ async def test_a_json_answer_to_a_stream_request_is_returned_whole() -> None:
     response = await provider(upstream).chat(ChatCall(PAYLOAD, None, stream=True))
     assert not response.streaming
     assert json.loads(response.body)["id"] == "chatcmpl-fake"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("body", [b"<html><body>502 Bad Gateway</body></html>", b"", b"  "])
+async def test_a_2xx_without_a_json_body_is_an_outage_not_an_answer(
+    stream: bool, body: bytes
+) -> None:
+    """A proxy's error page with a 200 was passed through as the answer, and billed."""
+    upstream = FakeUpstream(raw_body=body)
+    with pytest.raises(UpstreamUnavailableError) as info:
+        await provider(upstream).chat(ChatCall(PAYLOAD, None, stream=stream))
+    assert info.value.status == 0
+    assert "without a JSON body" in str(info.value)

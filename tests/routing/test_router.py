@@ -45,6 +45,8 @@ class Scripted:
             return ChatResponse(200, body=OK)
         if step == "conn":
             raise UpstreamUnavailableError("refused", provider=self.name)
+        if step == "cut-body":  # a 200 whose body broke off, or was not the API's
+            raise UpstreamUnavailableError("cut", provider=self.name, status=200)
         if isinstance(step, tuple):  # (status, retry_after)
             status, wait = step
             if status >= 500:
@@ -274,6 +276,19 @@ async def test_when_everything_fails_the_last_upstream_answer_is_given() -> None
     assert routed.response.status == 429
     assert routed.deployment.provider_name == "c"
     assert len(routed.attempts) == 4  # a twice, b twice; c's own answer is the response
+
+
+async def test_a_2xx_the_provider_could_not_use_is_retried_then_falls_back() -> None:
+    """Once an AssertionError (a 500): the status said success, but there was no answer."""
+    r = rig(a="cut-body", b="cut-body", c="ok")
+    routed = await r.chat()
+    assert routed.deployment.provider_name == "c"
+    assert [a.label() for a in routed.attempts] == [
+        "main@a=error",
+        "main@a=error",
+        "main@b=error",
+        "main@b=error",
+    ]
 
 
 async def test_when_nothing_answers_routing_fails_with_what_was_tried() -> None:
