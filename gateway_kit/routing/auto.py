@@ -120,13 +120,20 @@ class AutoSelector:
             return AutoChoice(
                 None, needs, f"no model of '{self.name}' can serve it ({needs.describe()})"
             )
-        priced = [(self._estimate(c.name, payload), index, c) for index, c in enumerate(fitting)]
+        # One answer length for every candidate: the longest any of them usually gives. Each
+        # model's own would favour the one seen answering briefly over one never served yet
+        # (its prior, 512 tokens, stands until it has answered): once the expensive model had
+        # answered a few short questions, the cheap one was never chosen again.
+        costs = self._costs
+        output = max(costs.outputs.estimate(c.name, payload) for c in fitting)
+        usage = costs.estimate_usage(fitting[0].name, payload, output_tokens=output)
+        priced = [
+            (costs.prices.cost_micro_usd(costs.ref(c.name), usage), index, c)
+            for index, c in enumerate(fitting)
+        ]
         priced.sort(key=lambda item: (item[0] is None, item[0] or 0, item[1]))
         chosen = priced[0][2]
         return AutoChoice(chosen.name, needs, f"cheapest fit ({needs.describe()})")
-
-    def _estimate(self, model: str, payload: Mapping[str, Any]) -> int | None:
-        return self._costs.reservation(model, payload)
 
 
 def _fits(candidate: _Candidate, needs: Needs) -> bool:

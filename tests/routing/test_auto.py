@@ -92,6 +92,19 @@ def test_the_cheapest_model_that_can_serve_the_request_is_chosen(
     assert choice.model == chosen, choice.reason
 
 
+def test_what_a_model_was_seen_answering_never_makes_it_look_cheaper() -> None:
+    """The expensive model answered a few short questions (its learned length: 12 tokens),
+    the cheap ones never (the prior, 512, stands until they answer): priced at their own
+    lengths, the expensive one looked cheapest and was chosen from then on, so the cheap ones
+    never got answers to learn from. All candidates are priced at one answer length."""
+    costs = Costs(CONFIG)
+    chosen = AutoSelector(CONFIG.routing.auto[0], {m.name: m for m in CONFIG.models}, costs)
+    for _ in range(10):
+        costs.outputs.observe("big", 12)
+    assert chosen.choose(ask()).model == "tiny"
+    assert chosen.choose(ask(tools=[TOOL])).model == "small"
+
+
 def test_no_fitting_model_says_why() -> None:
     choice = selector().choose(ask([IMAGE], tools=[TOOL], max_tokens=10**7))
     assert choice.model is None
