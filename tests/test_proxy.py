@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -533,6 +534,24 @@ async def test_a_gateway_that_was_not_entered_answers_503(fields: dict[str, Any]
     response = await recorder.request("POST", URL, json=payload)
     assert response.status == 503
     assert error_of(response)["code"] == "gateway_not_running"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("POST", URL), ("GET", "/v1/models"), ("GET", "/v1/me")]
+)
+async def test_a_gateway_that_was_not_entered_answers_503_with_auth_on_too(
+    method: str, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With Auth on (the default) the key's lookup touched the closed storage first: a 500
+    and a traceback, where the README promises 503 gateway_not_running."""
+    recorder = ASGIRecorder(create_app(gateway=Gateway(GatewayConfig())))
+    headers = {"authorization": "Bearer gk_" + "a" * 43}
+    response = await recorder.request(
+        method, path, json={**HELLO, "model": "mock-large"}, headers=headers
+    )
+    assert response.status == 503
+    assert error_of(response)["code"] == "gateway_not_running"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_send_that_raises_because_the_client_left_ends_the_request_quietly(

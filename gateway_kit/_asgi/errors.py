@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from gateway_kit._asgi.types import Send
 
-__all__ = ["JSON_HEADERS", "error_body", "send_error"]
+__all__ = ["JSON_HEADERS", "NOT_RUNNING", "error_body", "send_error", "send_not_running"]
 
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 
@@ -42,3 +42,13 @@ async def send_error(
         }
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+#: What a route of a ``Gateway`` that was never entered answers (an embedding mistake).
+NOT_RUNNING = "The gateway is not running: enter the Gateway in the application's lifespan."
+
+
+async def send_not_running(send: Send) -> None:
+    """``503 gateway_not_running``: the app's lifespan never entered the ``Gateway``, so its
+    storage is not open. Said as such, rather than a 500 from whatever touched it first."""
+    await send_error(send, 503, NOT_RUNNING, type="api_error", code="gateway_not_running")

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway_kit._asgi.errors import NOT_RUNNING, error_body
 from gateway_kit.admin import workspace_status
 from gateway_kit.api._common import ApiError, principal_of
 from gateway_kit.gateway import Gateway
@@ -14,6 +15,9 @@ from gateway_kit.gateway import Gateway
 
 def me_endpoint(gateway: Gateway) -> Callable[[Request], Awaitable[Response]]:
     async def me(request: Request) -> Response:
+        if not gateway.running:
+            body = error_body(NOT_RUNNING, type="api_error", code="gateway_not_running")
+            return Response(body, 503, media_type="application/json")
         workspace = await gateway.workspaces.get(principal_of(request).workspace_id)
         if workspace is None:
             error = ApiError(

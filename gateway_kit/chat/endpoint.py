@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import anyio
 
 from gateway_kit._asgi import CancelOnDisconnect, Receive, Scope, Send, send_error
+from gateway_kit._asgi.errors import send_not_running
 from gateway_kit.chat.cache_field import without_cache_field
 from gateway_kit.chat.meter import MeterTransform
 from gateway_kit.chat.model import RouteVerdict, resolve_model
@@ -71,13 +72,7 @@ class _InferenceEndpoint:
     async def _serve(self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send) -> None:
         gateway = self._gateway
         if not gateway.running:
-            await send_error(
-                send,
-                503,
-                "The gateway is not running: enter the Gateway in the application's lifespan.",
-                type="api_error",
-                code="gateway_not_running",
-            )
+            await send_not_running(send)
             return
         kind = self.request_kind
         loaded = await load_request(scope, receive, max_body_bytes=self._max_body_bytes, kind=kind)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send, header
+from gateway_kit._asgi.errors import send_not_running
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.accounts.scopes import KeyScope, role_of
 from gateway_kit.accounts.workspaces import Workspace
@@ -147,6 +148,9 @@ class AuthMiddleware(PolicyLayer):
     async def admit(
         self, ctx: RequestContext, scope: Scope, receive: Receive, send: Send
     ) -> Receive | None:
+        if not self._gateway.running:  # no storage to find the key in
+            await send_not_running(send)
+            return None
         try:
             verdict = await self._policy.check(
                 header(scope, b"authorization"), scope["path"], self._scope
