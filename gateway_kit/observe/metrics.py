@@ -11,8 +11,8 @@ Families (all prefixed ``gateway_``): ``requests_total`` (route, model, provider
 ``decided_by``: the refusing layer, ``cache``, ``upstream`` or ``gateway``),
 ``request_duration_seconds`` and ``time_to_first_token_seconds`` (histograms by route and
 model), ``verdicts_total`` (layer, action), ``tokens_total`` (model, kind),
-``cost_usd_total`` and ``savings_usd_total`` (model), ``cache_hits_total`` (kind),
-``webhook_attempts_total`` (outcome), ``webhook_queue_depth`` (state),
+``cost_usd_total``, ``savings_usd_total`` and ``overspend_usd_total`` (model),
+``cache_hits_total`` (kind), ``webhook_attempts_total`` (outcome), ``webhook_queue_depth`` (state),
 ``storage_errors_total`` (operation), ``request_log_pending`` and ``request_log_dropped_total``.
 """
 
@@ -98,6 +98,7 @@ class Metrics:
         self.tokens: Counter[tuple[str, str]] = Counter()
         self.cost: Counter[str] = Counter()
         self.savings: Counter[str] = Counter()
+        self.overspend: Counter[str] = Counter()
         self.cache_hits: Counter[str] = Counter()
         self.webhook_attempts: Counter[str] = Counter()
         self._durations: dict[tuple[str, str], _Histogram] = {}
@@ -164,12 +165,16 @@ class Metrics:
             tokens[(model, "reasoning")] += record.reasoning_tokens
         if record.cost_micro_usd:
             self.cost[model] += record.cost_micro_usd
-        if record.savings_micro_usd:
-            self.savings[model] += record.savings_micro_usd
+        saved = record.savings_micro_usd
+        if saved > 0:
+            self.savings[model] += saved
+        elif saved < 0:  # a model pricier than the flagship: a counter never goes down
+            self.overspend[model] -= saved
 
     def webhook_attempt(self, outcome: str) -> None:
-        """A webhook delivery attempt ended: ``success``, ``retry`` (a retryable failure),
-        ``rejected`` (a 4xx that ends the delivery)."""
+        """A webhook delivery attempt ended: ``success``, ``retry`` (a failure retried later),
+        ``held`` (a retryable failure with no attempt left: the delivery is held), ``rejected``
+        (a 4xx that ends the delivery)."""
         self.webhook_attempts[outcome] += 1
 
     def read_at_scrape(
@@ -278,6 +283,11 @@ class Metrics:
         for name, help_text, counts in (
             ("gateway_cost_usd", "What the requests cost upstream, in USD.", self.cost),
             ("gateway_savings_usd", "Savings against the flagship model, in USD.", self.savings),
+            (
+                "gateway_overspend_usd",
+                "What requests cost above the flagship model's price, in USD.",
+                self.overspend,
+            ),
         ):
             family = CounterMetricFamily(name, help_text, labels=["model"])
             for model, micro in sorted(counts.items()):

@@ -52,6 +52,8 @@ from gateway_kit.webhooks.store import Attempt, WebhookStore
 logger = logging.getLogger("gateway_kit.webhooks")
 
 _CLAIM_BATCH = 64
+#: An attempt's outcome as the metrics name it (``gateway_webhook_attempts_total``).
+_REPORTED = {"reject": "rejected"}
 
 
 class DeliveryWorker:
@@ -74,7 +76,8 @@ class DeliveryWorker:
         on_attempt: Callable[[str], None] | None = None,
     ) -> None:
         self._storage = storage
-        #: Told each attempt's outcome (``success``, ``retry``, ``rejected``): the metrics.
+        #: Told each attempt's outcome (``success``, ``retry``, ``held``, ``rejected``): the
+        #: metrics.
         self._on_attempt = on_attempt
         self._store = store
         self._client = client
@@ -236,7 +239,8 @@ class DeliveryWorker:
         )
         outcome = result.outcome
         if self._on_attempt is not None:
-            self._on_attempt(outcome)
+            last = outcome == "retry" and number >= self._config.max_attempts
+            self._on_attempt("held" if last else _REPORTED.get(outcome, outcome))
         if outcome != "success":
             # Ids, status and error class only: never the URL (it may carry a token) or body.
             logger.warning(

@@ -168,6 +168,18 @@ def test_metrics_alone_add_up_records_and_bucket_durations() -> None:
     assert total(found, "gateway_webhook_attempts_total", outcome="retry") == 1
 
 
+def test_savings_never_go_down_a_counter_what_cost_more_is_overspend() -> None:
+    """A model pricier than the flagship saves a negative amount: added to the savings
+    counter it went down, which Prometheus reads as a reset (rate() then inflated)."""
+    metrics = Metrics(GatewayConfig().metrics, models=["m"], providers=["p"])
+    metrics.observe(record(savings_micro_usd=500_000))
+    metrics.observe(record(savings_micro_usd=-200_000))
+    metrics.observe(record(savings_micro_usd=-100_000))
+    found = samples(metrics.exposition()[0].decode())
+    assert total(found, "gateway_savings_usd_total", model="m") == 0.5
+    assert total(found, "gateway_overspend_usd_total", model="m") == 0.3
+
+
 async def test_a_storage_failure_is_counted() -> None:
     metrics = Metrics(GatewayConfig().metrics)
     before = StorageError.raised

@@ -74,7 +74,10 @@ class Rig:
 
 @asynccontextmanager
 async def rig(
-    answer: Callable[[int], Awaitable[int]] = answer_200, **config: Any
+    answer: Callable[[int], Awaitable[int]] = answer_200,
+    *,
+    on_attempt: Callable[[str], None] | None = None,
+    **config: Any,
 ) -> AsyncIterator[Rig]:
     """A running worker, its emitter and one webhook, to a ``MockTransport`` that answers
     request number N (from 1) with ``await answer(N)``."""
@@ -103,6 +106,7 @@ async def rig(
                 events=events,
                 config=WebhooksConfig(**config),
                 clock=clock,
+                on_attempt=on_attempt,
             )
             events.subscribe(WebhookEmitter(store, storage, on_queued=worker.wake))
             async with anyio.create_task_group() as tasks:
@@ -198,6 +202,28 @@ async def test_a_retry_is_made_when_the_clock_reaches_its_backoff() -> None:
         assert [q.headers["x-service-delivery-attempt"] for q in r.requests] == ["1", "2"]
         await r.settle(24 * 3600.0)
         assert len(r.requests) == 2  # delivered: nothing more, however long we wait
+
+
+@pytest.mark.parametrize(
+    ("status", "reported"),
+    [(200, ["success"]), (404, ["rejected"]), (503, ["retry"] * 4 + ["held"])],
+)
+async def test_each_attempt_is_reported_as_the_metrics_name_it(
+    status: int, reported: list[str]
+) -> None:
+    """The README's labels: a 4xx was reported as ``reject``, and the last of five failed
+    attempts, after which nothing is retried, as ``retry``."""
+    outcomes: list[str] = []
+
+    async def answer(number: int) -> int:
+        return status
+
+    async with rig(answer, on_attempt=outcomes.append) as r:
+        await r.publish()
+        await r.settle()
+        for _ in range(5):
+            await r.settle(3600.0)
+    assert outcomes == reported
 
 
 @pytest.mark.parametrize(("elapsed", "claims"), [(24.5, 1), (25.0, 2)])
