@@ -226,3 +226,53 @@ def test_the_dashboard_shows_a_workspace_and_the_operator_view(
                 break
             time.sleep(0.02)
         assert "not accepted" in error
+
+
+def test_the_dashboard_works_with_the_gateway_mounted_under_a_path(
+    tmp_path: Path, browser: Any
+) -> None:
+    """The README's embedding: create_app mounted under /llm of the host's app. The page once
+    loaded its assets and called the API at the host's root (/dashboard/static/..., /v1/me)."""
+    from contextlib import asynccontextmanager
+
+    from selenium.webdriver.common.by import By
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    from gateway_kit import GatewayConfig, create_app
+    from gateway_kit.testing import run_server
+
+    config = GatewayConfig.model_validate({"storage": {"url": f"sqlite:///{tmp_path}/s.db"}})
+
+    async def make_key() -> tuple[str, str]:
+        async with Gateway(config, run_worker=False) as gateway:
+            created = await gateway.workspaces.create("host@example.com")
+            key = await gateway.keys.create(created.id, scopes=ROLES["admin"])
+            return created.id, key.secret
+
+    workspace_id, key = anyio.run(make_key)
+    gateway = Gateway(config, run_worker=False)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        async with gateway:
+            yield
+
+    async def home(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("the host's own page")
+
+    host = Starlette(
+        routes=[Route("/", home), Mount("/llm", app=create_app(gateway=gateway))],
+        lifespan=lifespan,
+    )
+    with run_server(host) as base_url:
+        browser.get(base_url + "/llm/dashboard")
+        browser.find_element(By.ID, "token").send_keys(key)
+        browser.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+        _wait_loaded(browser)
+        assert workspace_id in browser.find_element(By.TAG_NAME, "body").text
+        fetched = [url for url in _urls_fetched(browser) if url.startswith(base_url)]
+        assert any(url.endswith("/llm/dashboard/static/app.js") for url in fetched)
+        outside = [url for url in fetched if not url.startswith(base_url + "/llm/")]
+        assert outside in ([], [base_url + "/favicon.ico"])  # the browser's own, not the page's

@@ -8,6 +8,9 @@ const ROLE = "gk.dashboard.role";
 const COLORS = ["#2f6fde", "#e0793a", "#1b9e77", "#a05fd6", "#d4a017", "#c2417a", "#5b6475"];
 
 const $ = (id) => document.getElementById(id);
+// Where the gateway's routes are: the page is served at <root>/dashboard, and the gateway may
+// be mounted under a path of the host application (create_app under /llm, say).
+const ROOT = location.pathname.replace(/\/dashboard\/?$/, "");
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -39,7 +42,7 @@ class ApiError extends Error {
 }
 
 async function api(path) {
-  const response = await fetch(path, {
+  const response = await fetch(ROOT + path, {
     headers: { authorization: "Bearer " + sessionStorage.getItem(TOKEN) },
     cache: "no-store",
   });
