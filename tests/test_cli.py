@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,23 @@ def test_a_second_serve_on_a_taken_port_fails_clearly_and_changes_nothing(
             headers={"authorization": f"Bearer {key[0]}"},
         )
         assert answer.status_code == 200
+
+
+def test_a_start_on_a_port_in_use_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In an empty directory: once the storage was tried (and its file made) before the port
+    was known to be free, and a read-only verb then found an empty database to print."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("GATEWAY_KIT_")]:
+        monkeypatch.delenv(name)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        assert main(["serve", "--port", port]) == 1
+    assert "cannot listen on" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_serve_with_a_config_file(tmp_path: Path) -> None:

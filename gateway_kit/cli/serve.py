@@ -61,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else config.server.port
     if not 0 <= port <= 65535:  # uvicorn would bind the port modulo 65536
         raise UsageError(f"--port: must be from 0 to 65535, got {port}")
-    try_storage(config, args.config)
     try:
         listener = bind(host, port)
     except OSError as exc:
@@ -73,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     with listener:
+        try_storage(
+            config, args.config
+        )  # once the port is ours: a start that fails changes nothing
         if args.config is None:
             demo = anyio.run(demo_key, config)
             print(demo_banner(config, host, listener.getsockname()[1], demo), flush=True)
