@@ -7,8 +7,9 @@ point (the endpoint, just before the upstream call, or the innermost layer when 
 every participant contributes its increments, its throttle and the keys it wants to read, and
 they run as one ``Storage.incr_many``: one round trip on Redis, one transaction on SQLite.
 
-- Applied: each participant reads its verdict off the result. If one still refuses (a
-  decision made from what it read), every counter the step took is given back (a throttle's
+- Applied: each participant reads its verdict off the result, in the layers' order. If one
+  still refuses (a decision made from what it read), those after it record nothing (the
+  request never reached them) and every counter the step took is given back (a throttle's
   token is not: GCRA has nothing to give back).
 - Refused: the storage names the key that refused; its participant either answers with a
   ``Refusal`` (nothing was changed) or amends its contribution (Budget's downgrade to a cheaper
@@ -176,7 +177,14 @@ class Admission:
                 self.settled.extend((p, False) for p in participants)
                 await self._hold()
                 return None
-            refusal = _first([p.decide(ctx, result) for p in participants])
+            # In the layers' order, up to the first that refuses: those after it never saw
+            # the request (their share of the step is given back with the rest), so they
+            # record no verdict (Budget's "pass" once stood on a request Guardian refused).
+            refusal = None
+            for participant in participants:
+                refusal = participant.decide(ctx, result)
+                if refusal is not None:
+                    break
             if refusal is not None:
                 with anyio.CancelScope(shield=True):
                     await self._give_back(storage, contributions)

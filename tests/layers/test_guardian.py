@@ -142,6 +142,23 @@ async def test_throttled_answers_say_why_and_when_and_name_the_rule() -> None:
         )
 
 
+async def test_a_request_guardian_refuses_has_no_verdict_of_the_layers_after_it() -> None:
+    """Guardian refuses from the step's counts; Budget, after it, never saw the request (its
+    reservation is given back): its "pass" was recorded all the same, and counted."""
+    async with guarded({"repeat": {"window_s": 60, "throttle_at": 3, "block_at": 6}}) as (env, _):
+        for _ in range(3):
+            await ask(env, user("status?"))
+        await env.gateway.requests.flush()
+        path = f"/api/v1/workspaces/{env.workspace_id}/requests"
+        listed = await env.recorder.request("GET", path, headers=env.auth())
+        refused, *served = listed.json()["data"]  # newest first
+        assert refused["status"] == 429
+        assert refused["verdicts"]["guardian"]["action"] == "block"
+        assert "budget" not in refused["verdicts"]
+        assert refused["verdicts"]["limits"] == {"action": "pass"}  # before it: it did pass
+        assert all(r["verdicts"]["budget"]["action"] == "pass" for r in served)
+
+
 async def test_a_throttle_within_the_bound_holds_the_request_then_serves_it() -> None:
     rules = {"repeat": {"window_s": 0.4, "throttle_at": 2, "block_at": 9}}
     async with guarded(rules, throttle_max_wait_s=1) as (env, _):
