@@ -116,7 +116,8 @@ def try_storage(config: GatewayConfig, source: str | None) -> None:
     try:
         anyio.run(touch)
     except StorageError as exc:
-        raise ConfigError(f"{where}: cannot open the SQLite file {file!r}: {exc}") from None
+        opened = f"cannot open the SQLite file {file!r}" if file else "cannot use the storage"
+        raise ConfigError(f"{where}: {opened}: {exc}") from None
 
 
 async def require_workspace(gateway: Gateway, workspace_id: str) -> None:
