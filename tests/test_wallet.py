@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -169,6 +170,53 @@ async def test_concurrent_requests_never_overdraw_the_wallet() -> None:
         assert sorted(e["tier"] for e in low_balance(recorder)) == [0, 10, 20]
 
 
+async def test_low_balance_follows_the_balance_spent_not_what_is_held_in_flight() -> None:
+    """Four requests in flight hold 2,400 each (the estimate before the model was seen
+    answering) for a real cost of 1,000: the check once counted the others' holds as spent,
+    published 20 % at a balance the wallet never had, and then, that tier used up, said
+    nothing when the wallet really got there."""
+    fields = config()
+    fields["budget"] = {"default_output_tokens": 2400 - PROMPT}
+    async with provisioned("metered", **fields) as env:
+        env.upstream.json_body = {
+            **COMPLETION,
+            "usage": {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT},
+        }
+        await env.gateway.wallet.set_billing(env.workspace_id, True)
+        recorder = EventRecorder()
+        env.gateway.events.subscribe(recorder)
+        await topup(env, 10)
+        env.upstream.delay = 0.05  # in flight together
+        async with anyio.create_task_group() as tasks:
+            for _ in range(4):
+                tasks.start_soon(partial(env.chat, messages=HELLO))
+        assert await balance(env) == 6 * COST
+        assert low_balance(recorder) == []  # 60 % left: no tier crossed
+        env.upstream.delay = 0
+        while (await env.chat(messages=HELLO)).status == 200:
+            pass
+        assert [(e["tier"], e["balance"]) for e in low_balance(recorder)] == [
+            (20, 0.002),
+            (10, 0.001),
+            (0, 0.0),
+        ]
+
+
+async def test_an_empty_wallet_serves_nothing_however_cheap() -> None:
+    """A request whose estimate rounds to $0 (a short embedding, say) was served by an empty
+    wallet, any number of times: a billed request holds at least a micro-dollar."""
+    fields = config()
+    cheap = {"input_usd_per_mtok": "0.001", "output_usd_per_mtok": "0.001"}
+    fields["models"] = [{"name": "gpt-fake", "provider": "up", "price": cheap}]
+    fields["budget"] = {"default_output_tokens": 1}
+    async with provisioned("metered", **fields) as env:
+        await env.gateway.wallet.set_billing(env.workspace_id, True)
+        refused = await env.chat(messages=HELLO)
+        assert refused.status == 402
+        assert refused.json()["error"]["code"] == "insufficient_balance"
+        assert env.upstream.calls == 0
+
+
 async def test_with_billing_off_requests_are_not_debited() -> None:
     async with billed(billing=False) as (env, recorder):
         await topup(env, 2)
@@ -270,6 +318,7 @@ async def test_the_wallet_view_shows_balance_billing_and_recent_topups() -> None
             "operator",
             "INV-0007",
         )
+        assert entry["at"].endswith("Z")  # ISO 8601 UTC, as the API's other times (was a float)
 
 
 async def test_the_budget_endpoint_shows_the_wallet() -> None:

@@ -75,6 +75,11 @@ class Wallet:
     def debt_key(workspace_id: str) -> str:
         return f"{workspace_id}:wallet:debt"
 
+    @staticmethod
+    def held_key(workspace_id: str) -> str:
+        """What requests in flight hold against the wallet (part of its debt until settled)."""
+        return f"{workspace_id}:wallet:held"
+
     async def billing(self, workspace_id: str) -> bool:
         if (hit := self._billing.get(workspace_id)) is not None:
             return hit

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway_kit.accounts.wallet import MAX_TOPUP_USD
+from gateway_kit.accounts.workspaces import iso_at
 from gateway_kit.api._common import (
     ApiError,
     check_fields,
@@ -33,7 +34,11 @@ from gateway_kit.gateway import Gateway
 def wallet_routes(gateway: Gateway) -> list[Route]:
     async def view(workspace_id: str) -> dict[str, Any]:
         status = await gateway.wallet.status(workspace_id)
-        history = await gateway.wallet.topups(workspace_id, limit=20)
+        # Times in ISO 8601 UTC, as everywhere in the API (kept as Unix seconds).
+        history = [
+            {**entry, "at": iso_at(at)} if isinstance(at := entry.get("at"), float | int) else entry
+            for entry in await gateway.wallet.topups(workspace_id, limit=20)
+        ]
         return {
             "object": "wallet",
             "workspace_id": workspace_id,

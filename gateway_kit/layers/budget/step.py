@@ -60,7 +60,9 @@ class BudgetStep:
         extra = []
         if self._billing:
             # The wallet's balance is minus its debt: a limit of 0 keeps it from going below 0.
+            # What is held in flight is counted too, so that the balance spent can be told.
             extra.append(Increment(self._debt, amount, limit=0))
+            extra.append(Increment(self._held, amount))
         enforce = layer.mode is Mode.ENFORCE
         reads = [ledger.key(principal.workspace_id, self._period, "committed")]
         if layer.mode is Mode.MONITOR and not self._billing:
@@ -81,6 +83,10 @@ class BudgetStep:
     def _debt(self) -> str:
         return self._layer.gateway.wallet.debt_key(self._principal.workspace_id)
 
+    @property
+    def _held(self) -> str:
+        return self._layer.gateway.wallet.held_key(self._principal.workspace_id)
+
     def contribute(self, ctx: RequestContext) -> Contribution | None:
         self._model = ctx.model or self._payload["model"]
         if self._cap is None and self._key_cap is None and not self._billing:
@@ -100,7 +106,13 @@ class BudgetStep:
         # the request and the prices, the amount stays one a 64-bit counter holds, so the step
         # refuses it (every reservation has a limit: the cap, a key's cap or the wallet's 0)
         # instead of failing on an increment no storage can make.
-        return None if estimate is None else min(estimate, INT64_MAX)
+        if estimate is None:
+            return None
+        if self._billing:
+            # At least a micro-dollar against the wallet: a request whose estimate rounds to
+            # $0 (a short embedding) was served by an empty wallet, any number of times.
+            estimate = max(1, estimate)
+        return min(estimate, INT64_MAX)
 
     def _record(self, ctx: RequestContext, verdict: BudgetVerdict) -> None:
         self._verdict = verdict
@@ -125,7 +137,9 @@ class BudgetStep:
                 principal.key_id,
                 self._period,
                 self._estimate,
-                holds={self._debt: self._estimate} if self._billing else {},
+                holds={self._debt: self._estimate, self._held: self._estimate}
+                if self._billing
+                else {},
             )
         if verdict.downgrade_to is not None:
             ctx.model = verdict.downgrade_to
@@ -177,7 +191,7 @@ class BudgetStep:
                 reservation,
                 actual,
                 savings,
-                extra=[(self._debt, actual)] if self._billing else (),
+                extra=[(self._debt, actual), (self._held, 0)] if self._billing else (),
             )
         # Alerts follow the spend settled, never a reservation: a burst of requests reserving
         # their estimates once took the committed figure past 80 % and 90 % while 7 % was
@@ -189,8 +203,11 @@ class BudgetStep:
         async def then(values: Mapping[str, int]) -> None:
             layer = self._layer
             if self._billing and actual and self._debt in values:
+                # The balance spent: what other requests hold in flight is not gone yet (low
+                # balances once alerted on reservations, then not on the real drop).
+                spent_balance = values.get(self._held, 0) - values[self._debt]
                 ctx.events += await layer.gateway.wallet.check_low_balance(
-                    principal.workspace_id, -values[self._debt]
+                    principal.workspace_id, spent_balance
                 )
             settled = values.get(settled_key)
             if settled is not None and (reached := layer.policy.spent(settled, cap)):
