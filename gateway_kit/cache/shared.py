@@ -7,11 +7,12 @@ Layout, every key in the scope's partition (a workspace's, or ``shared``):
 - ``<scope>:cache:a:<digest>``: an answer (``CachedAnswer.to_bytes``), with the cache's TTL;
 - ``<scope>:cache:keys``: a map of the scope's answers, digest -> ``<model> <expiry> <bytes>``:
   what a purge deletes (by model, or all), pruned of expired entries as answers are added
-  (every 64 a process adds), and then to ``max_entries`` and ``max_bytes`` a scope (the
-  entries nearest their expiry, the oldest, go first);
+  (every 64 a process adds to that scope, or every ``max_entries / 8`` when fewer), and then
+  to ``max_entries`` and ``max_bytes`` a scope (the entries nearest their expiry, the oldest,
+  go first);
 - ``<scope>:cache:v:<partition>``: a map of one partition's prompts, digest -> JSON of the
   vector (base64 float16: about 700 bytes for 256 dimensions), the masked text and the model;
-  at most ``per_partition`` (trimmed every 16 additions a process makes);
+  at most ``per_partition`` (trimmed every 16 additions a process makes to that partition);
 - ``<scope>:cache:vl:<partition>``: the partition's changes, a capped log (the last 256):
   ``+<digest> <record>`` (a prompt added, its record with it), ``-<digest>`` (one removed),
   ``*`` (the partition purged). A process that mirrors the partition reads only the changes
@@ -27,7 +28,8 @@ Layout, every key in the scope's partition (a workspace's, or ``shared``):
 A lookup is one ``get`` (a semantic one: one ``get`` more, and a page of the change log when
 the partition changed). Bounds: each answer
 (``max_entry_bytes``), each scope's answers in number and bytes (checked as above, so a scope
-may run over by what 64 additions bring between two checks); memory as a whole is also the
+may run over by what one process's additions to it bring between two checks: at most 64, an
+eighth of a smaller ``max_entries``); memory as a whole is also the
 store's to bound (Redis's ``maxmemory``, with an eviction policy such as ``allkeys-lru``).
 """
 
@@ -94,7 +96,9 @@ class StorageCacheStore:
         self.max_entry_bytes = max_entry_bytes
         self.ttl_s = ttl_s
         self._clock = clock
-        self._added = 0
+        #: Answers this process added per scope since its last prune: per scope, so traffic
+        #: alternating between workspaces cannot keep one from ever being pruned.
+        self._added = _Counts()
         #: Scopes this process knows are listed in ``SCOPES_KEY``.
         self._scopes: set[str] = set()
 
@@ -114,8 +118,10 @@ class StorageCacheStore:
         expires = self._clock() + ttl
         record = f"{key.model} {expires:.0f} {answer.size}"
         await storage.map_set(index, key.digest, record.encode())
-        self._added += 1
-        if self._added % self._prune_every == 0:
+        # A small bound is checked as often as it could be passed; a large one every 64.
+        every = max(1, min(self._prune_every, self.max_entries // 8))
+        if self._added.one_more(key.scope) >= every:
+            self._added.reset(key.scope)
             await self._prune(key.scope)
         return True
 
@@ -193,7 +199,7 @@ class StorageVectorIndex:
         self.per_partition = per_partition
         self._mirrored = mirrored
         self._mirror: OrderedDict[tuple[str, str], _Mirror] = OrderedDict()
-        self._added = 0
+        self._added = _Counts()  # additions per (scope, partition) since its last trim
 
     async def add(self, scope: str, partition: str, entry: IndexEntry) -> None:
         storage = self._storage
@@ -211,8 +217,8 @@ class StorageVectorIndex:
         await storage.map_set(key, digest, record)
         await storage.map_set(f"{scope}:cache:parts", partition, entry.key.model.encode())
         changes = [b"+" + digest.encode() + b" " + record]
-        self._added += 1
-        if self._added % _TRIM_EVERY == 0:
+        if self._added.one_more(key) >= _TRIM_EVERY:
+            self._added.reset(key)
             items = await storage.map_items(key)
             if len(items) > self.per_partition:
                 ages = sorted((json.loads(raw)["at"], name) for name, raw in items.items())
@@ -345,3 +351,23 @@ def _version_key(scope: str, partition: str) -> str:
 
 def _changes_key(scope: str, partition: str) -> str:
     return f"{scope}:cache:vl:{partition}"
+
+
+class _Counts:
+    """Additions per name since its last trim; bounded (past 100,000 names it starts over:
+    a name then waits a little longer for its trim, never forever)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def one_more(self, name: str) -> int:
+        counts = self._counts
+        if len(counts) >= 100_000 and name not in counts:
+            counts.clear()
+        counts[name] = count = counts.get(name, 0) + 1
+        return count
+
+    def reset(self, name: str) -> None:
+        self._counts.pop(name, None)

@@ -385,6 +385,26 @@ async def test_the_shared_store_bounds_each_scope_and_purges_by_model_and_everyt
 
 
 @pytest.mark.anyio
+async def test_traffic_alternating_between_workspaces_keeps_each_within_its_bound() -> None:
+    """The prune ran every 64 additions of the process, for the scope of the 64th: with two
+    workspaces taking turns one of them was never pruned (200 answers kept under a bound of
+    3). Counted per scope now, and a small bound checked as often as it could be passed."""
+    from gateway_kit import MemoryStorage
+    from gateway_kit.cache.shared import StorageCacheStore
+
+    clock = FakeClock(1000.0)
+    async with MemoryStorage(clock=clock) as storage:
+        store = StorageCacheStore(
+            storage, max_entries=3, max_bytes=10**6, max_entry_bytes=10**5, ttl_s=60, clock=clock
+        )
+        for index in range(200):
+            scope = ("ws_x", "ws_y")[index % 2]
+            await store.put(CacheKey(scope, "m", f"k{index}"), answer())
+        assert (await store.figures("ws_x")).entries <= 3
+        assert (await store.figures("ws_y")).entries <= 3
+
+
+@pytest.mark.anyio
 async def test_counts_are_added_up_and_written_once_per_workspace() -> None:
     from gateway_kit import MemoryStorage
     from gateway_kit.cache.counts import CacheCounters
