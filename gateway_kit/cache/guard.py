@@ -303,8 +303,10 @@ def same_meaning_words(cached: str, new: str, *, lenient: bool = False) -> bool:
         _disagree(_articled(cached), _articled(new))
         or _disagree(_possessives(cached), _possessives(new))
         or _instances(cached) != _instances(new)
+        or _deixis_swapped(cached, new)
     ):
-        return False  # "the bar" / "a bar", "students'" / "student's", "Mars" / "a Mars"
+        # "the bar" / "a bar", "students'" / "student's", "Mars" / "a Mars", "this" / "that"
+        return False
     first, second = _content(cached, language), _content(new, language)
     if shape[_NAMES] is None:  # no case to tell names by: every content word must match
         return first == second
@@ -536,6 +538,25 @@ def _articled(text: str) -> dict[str, set[str]]:
         if kind is not None and word not in _ARTICLE_KIND:
             found.setdefault(_singular(word), set()).add(kind)
     return found
+
+
+#: English words that point (to a time, a place, a thing) and the word that points the other
+#: way: one swapped for the other is another question (``this year`` / ``that year``, ``park
+#: here`` / ``park there``), though both are function words.
+_DEIXIS_PAIRS = (("this", "that"), ("these", "those"), ("here", "there"), ("now", "then"))
+
+
+def _deixis_swapped(cached: str, new: str) -> bool:
+    """Whether one text has a pointing word more where the other has its counterpart more:
+    a swap, not a word added alone (``think that it will`` or ``is there`` stays a
+    paraphrase)."""
+    one = Counter(w.casefold() for w in _WORD.findall(cached))
+    other = Counter(w.casefold() for w in _WORD.findall(new))
+    for a, b in _DEIXIS_PAIRS:
+        more_a, more_b = one[a] - other[a], one[b] - other[b]
+        if (more_a > 0 and more_b < 0) or (more_a < 0 and more_b > 0):
+            return True
+    return False
 
 
 def _instances(text: str) -> frozenset[str]:

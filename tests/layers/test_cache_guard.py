@@ -291,3 +291,35 @@ def test_text_to_work_on_quotation_marks_and_code_symbols_are_kept(
 )
 def test_what_a_rule_aware_attack_found(cached: str, new: str, same: bool) -> None:
     assert same_meaning_words(cached, new) is same
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        # Served to a probe at similarities 0.96 to 0.99: pointing words are function words.
+        ("Which team won the league this year?", "Which team won the league that year?"),
+        ("What happened in the markets this week?", "What happened in the markets that week?"),
+        ("What is the weather like here today?", "What is the weather like there today?"),
+        ("Can I park here?", "Can I park there?"),
+        ("How far is the station from here?", "How far is the station from there?"),
+        ("Should I sell these shares?", "Should I sell those shares?"),
+        ("What should I do now?", "What should I do then?"),
+    ],
+)
+def test_a_pointing_word_swapped_for_its_counterpart_is_another_question(
+    cached: str, new: str
+) -> None:
+    assert not same_meaning_words(cached, new)
+    assert not same_meaning_words(new, cached)
+    assert not same_meaning_words(cached, new, lenient=True)
+
+
+@pytest.mark.parametrize(
+    ("cached", "new"),
+    [
+        ("Do you think it will rain tomorrow?", "Do you think that it will rain tomorrow?"),
+        ("Is the museum open on Sunday?", "Is the museum open on Sunday then?"),
+    ],
+)
+def test_a_pointing_word_added_alone_is_no_swap(cached: str, new: str) -> None:
+    assert same_meaning_words(cached, new)
