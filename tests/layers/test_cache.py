@@ -170,6 +170,23 @@ async def test_cache_control_on_the_request_bypasses_the_cache(directive: str) -
 
 
 @pytest.mark.parametrize(
+    "lines", [["max-age=100", "no-store"], ["public", "no-cache"], ["public", "max-age=0"]]
+)
+async def test_every_line_of_cache_control_is_read(lines: list[str]) -> None:
+    """Lines of one header are one list (RFC 9110 5.3): an opt-out on the second line was
+    not read, and the answer kept was served."""
+    async with provisioned("scale") as env:
+        env.upstream.json_body = answer()
+        await env.chat(**BASE)
+        headers = [*env.auth().items(), *(("cache-control", line) for line in lines)]
+        response = await env.recorder.request(
+            "POST", "/v1/chat/completions", json={"model": "gpt-fake", **BASE}, headers=headers
+        )
+        assert response.headers["x-gateway-cache"] in ("bypass", "miss")
+        assert env.upstream.calls == 2
+
+
+@pytest.mark.parametrize(
     ("cache", "param"),
     [
         ("yes", "cache"),

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send, header
+from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.secrets import DeploymentSecret
 from gateway_kit.cache.answer import CachedAnswer
 from gateway_kit.cache.embedders import Embedder, Vector
@@ -121,7 +121,13 @@ class CacheMiddleware(GatewayLayer):
         payload, receive = loaded
         counts = CacheCounts(gateway.cache.counters)
         ctx.admission.join(counts)
-        cache_control = (header(scope, b"cache-control") or b"").decode("latin-1")
+        # Every line of the header, as one list (RFC 9110 5.3): a `no-store` on a second
+        # line was once not read, and the answer served.
+        cache_control = ", ".join(
+            bytes(value).decode("latin-1")
+            for name, value in scope["headers"]
+            if name == b"cache-control"
+        )
         reason = self.policy.bypass_reason(payload, cache_control)
         if reason is not None:
             ctx.verdicts[self.concern] = CacheVerdict(action="bypass", reason=reason)
