@@ -239,6 +239,7 @@ def test_cache_stats_and_a_purge_that_reaches_the_running_gateway(
     expected = {
         "workspace_id": workspace,
         "hits": 1,
+        "semantic_hits": 0,  # counted in hit_rate: shown beside it
         "misses": 1,
         "bypasses": 0,
         "stored": 1,

@@ -42,6 +42,7 @@ async def _stats(gateway: Gateway, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "workspace_id": args.workspace,
         "hits": stats.hits,
+        "semantic_hits": stats.semantic_hits,  # in the hit rate too: shown, as the API does
         "misses": stats.misses,
         "bypasses": stats.bypasses,
         "stored": stats.stored,
