@@ -157,8 +157,15 @@ class StorageCacheStore:
 
     async def figures(self, scope: str | None = None) -> StoreFigures:
         items = await self._storage.map_items(_keys_key(scope)) if scope else {}
-        size = sum(int(value.decode().rsplit(" ", 1)[1]) for value in items.values())
-        return StoreFigures(len(items), size, self.max_entries, self.max_bytes, 0)
+        now = self._clock()
+        # The answers still alive: an expired one waits in the map for the next prune.
+        live = [
+            int(size)
+            for value in items.values()
+            for _, expiry, size in [value.decode().rsplit(" ", 2)]
+            if float(expiry) > now
+        ]
+        return StoreFigures(len(live), sum(live), self.max_entries, self.max_bytes, 0)
 
 
 @dataclass(slots=True)

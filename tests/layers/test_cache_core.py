@@ -402,6 +402,9 @@ async def test_traffic_alternating_between_workspaces_keeps_each_within_its_boun
             await store.put(CacheKey(scope, "m", f"k{index}"), answer())
         assert (await store.figures("ws_x")).entries <= 3
         assert (await store.figures("ws_y")).entries <= 3
+        clock.advance(61)  # expired, not yet pruned: no longer counted
+        assert (await store.figures("ws_x")).entries == 0
+        assert (await store.figures("ws_x")).bytes == 0
 
 
 @pytest.mark.anyio
