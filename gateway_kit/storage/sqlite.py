@@ -121,7 +121,10 @@ class SQLiteStorage(LocalStorage):
                         _purge_expired(conn, now)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    # SQLite may have rolled back itself (a full disk, an I/O error): a
+                    # ROLLBACK then fails, and its error would hide the one that says why.
+                    conn.execute("ROLLBACK")
                 raise
             return result
 

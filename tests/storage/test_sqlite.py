@@ -127,3 +127,18 @@ def test_one_store_serves_several_event_loops(tmp_path: Path) -> None:
         t.join(timeout=30)
     assert anyio.run(storage.get, "ws_1:c") == b"200"
     anyio.run(storage.aclose)
+
+
+async def test_an_error_sqlite_rolled_back_itself_is_the_one_reported(tmp_path: Path) -> None:
+    """A full disk: SQLite ends the transaction itself, and the ROLLBACK that followed failed
+    with "cannot rollback - no transaction is active", hiding "database or disk is full"."""
+    async with SQLiteStorage(tmp_path / "s.db") as storage:
+        await storage.set("ws_1:k", b"v")
+
+        def full(tx: object, now: float) -> None:
+            tx._c.execute("ROLLBACK")  # type: ignore[attr-defined]  # as SQLite does itself
+            raise sqlite3.OperationalError("database or disk is full")
+
+        with pytest.raises(StorageError, match="database or disk is full"):
+            await storage._run(full)
+        assert await storage.get("ws_1:k") == b"v"  # and the store goes on
