@@ -7,13 +7,14 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from gateway_kit.cli import main
-from tests.servers import serving
+from tests.servers import free_port, launched, serving
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +101,37 @@ def test_a_start_on_a_port_in_use_writes_nothing(
         assert main(["serve", "--port", port]) == 1
     assert "cannot listen on" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_waits_for_requests_in_flight_at_most_shutdown_timeout_s(tmp_path: Path) -> None:
+    """A client that declared a body and never sent it held `kill -TERM` for as long as it
+    stayed: past server.shutdown_timeout_s the request is cancelled and the gateway stops."""
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        '[storage]\nurl = "memory://"\n[auth]\nmode = "off"\n[server]\nshutdown_timeout_s = 1\n'
+    )
+    port = free_port()
+    with (
+        launched(
+            "serve",
+            "--port",
+            str(port),
+            "--config",
+            str(config),
+            ready="Uvicorn running on",
+            cwd=tmp_path,
+        ) as (process, _),
+        socket.create_connection(("127.0.0.1", port)) as stuck,
+    ):
+        stuck.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"content-type: application/json\r\ncontent-length: 100\r\n\r\n"
+        )
+        time.sleep(0.3)  # the request is in flight, waiting for its body
+        started = time.monotonic()
+        process.terminate()
+        process.wait(timeout=20)
+        assert time.monotonic() - started < 6
 
 
 def test_serve_with_a_config_file(tmp_path: Path) -> None:

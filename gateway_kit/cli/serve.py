@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             log_config=logging_config(config.logs, args.log_level),
             proxy_headers=False,
             server_header=False,
+            # One client that never sends its body no longer holds a stop for ever.
+            timeout_graceful_shutdown=config.server.shutdown_timeout_s,
         )
         _announcing_server()(config_).run(sockets=[listener])
     return 0

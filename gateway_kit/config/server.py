@@ -17,6 +17,9 @@ class ServerConfig(_Config):
     port: int = Field(default=8080, ge=0, le=65535)
     #: Request bodies above this many bytes are answered 413.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    #: ``gateway-kit serve`` on ``SIGTERM``: the seconds requests in flight get to finish;
+    #: past them they are cancelled (their reservations still settled) and the gateway stops.
+    shutdown_timeout_s: int = Field(default=30, ge=1, le=3600)
 
 
 class StorageConfig(_Config):
