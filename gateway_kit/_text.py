@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import re
+
+__all__ = ["CONTROL", "printable"]
+
+#: C0 and C1 controls and DEL: ESC starts the terminal escape sequences a label must never
+#: carry (what the API and the CLI refuse in names, references and the like).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:

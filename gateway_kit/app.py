@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, Router
 
 from gateway_kit._asgi import error_body
+from gateway_kit._asgi.errors import INTERNAL_ERROR
 from gateway_kit._text import printable
 from gateway_kit.api import admin_mount, management_routes, me_endpoint
 from gateway_kit.api.metrics import metrics_route
@@ -165,7 +166,5 @@ async def _storage_error(request: Request, exc: Exception) -> Response:
 async def _server_error(request: Request, exc: Exception) -> Response:
     path = printable(request.url.path)  # percent-decoded: it may hold a newline
     logger.exception("unhandled error on %s %s", request.method, path)
-    body = error_body(
-        "The gateway failed to handle the request.", type="api_error", code="internal_error"
-    )
+    body = error_body(INTERNAL_ERROR, type="api_error", code="internal_error")
     return Response(body, 500, media_type="application/json")

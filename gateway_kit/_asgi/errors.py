@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 from gateway_kit._asgi.types import Send
 
-__all__ = ["JSON_HEADERS", "NOT_RUNNING", "error_body", "send_error", "send_not_running"]
+__all__ = [
+    "INTERNAL_ERROR",
+    "JSON_HEADERS",
+    "NOT_RUNNING",
+    "error_body",
+    "send_error",
+    "send_not_running",
+]
 
 JSON_HEADERS = ((b"content-type", b"application/json"),)
 
@@ -43,6 +50,9 @@ async def send_error(
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
+
+#: What a fault inside the gateway answers (a 500 ``internal_error``).
+INTERNAL_ERROR = "The gateway failed to handle the request."
 
 #: What a route of a ``Gateway`` that was never entered answers (an embedding mistake).
 NOT_RUNNING = "The gateway is not running: enter the Gateway in the application's lifespan."

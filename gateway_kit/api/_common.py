@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -12,6 +11,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway_kit._asgi import error_body
+from gateway_kit._text import CONTROL
 from gateway_kit.accounts.keys import Principal
 from gateway_kit.cost.money import parse_usd
 from gateway_kit.exceptions import InvalidRequestError
@@ -142,11 +142,6 @@ def check_fields(body: dict[str, Any], allowed: Sequence[str]) -> None:
         )
 
 
-# C0 and C1 controls and DEL: ESC starts the terminal escape sequences a name must never carry
-# to whoever prints it (the CLI, a log); tabs and line breaks have no place in a name either.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
 def string_field(
     body: dict[str, Any],
     name: str,
@@ -162,7 +157,7 @@ def string_field(
     if not isinstance(value, str) or not (allow_empty or value.strip()):
         what = "a string" if allow_empty else "a non-empty string"
         raise ApiError(400, f"'{name}' must be {what}.", code="invalid_type", param=name)
-    control = _CONTROL.search(value)
+    control = CONTROL.search(value)
     if control is not None:
         raise ApiError(
             400,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from gateway_kit._text import printable
+from gateway_kit._text import CONTROL, printable
 from gateway_kit.config import GatewayConfig, StorageConfig, load_config
 from gateway_kit.exceptions import ConfigError, NotFoundError, StorageError
 from gateway_kit.gateway import Gateway
@@ -132,14 +131,11 @@ def bounded(value: float, option: str, *, low: float, high: float, unit: str) ->
     return value
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
 def one_line(value: str, option: str, *, max_length: int = 200) -> str:
     """A label given on the command line (a key's name, a reference), checked as the API checks
     it: no control characters (no terminal escape sequence is ever stored), at most
     ``max_length`` characters; stripped. Else a ``UsageError`` naming ``option``."""
-    control = _CONTROL.search(value)
+    control = CONTROL.search(value)
     if control is not None:
         raise UsageError(
             f"{option}: must not contain control characters (found U+{ord(control.group()):04X} "

@@ -72,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     with listener:
-        try_storage(
-            config, args.config
-        )  # once the port is ours: a start that fails changes nothing
+        # Once the port is ours: a start that fails changes nothing.
+        try_storage(config, args.config)
         if args.config is None:
             demo = anyio.run(demo_key, config)
             print(demo_banner(config, host, listener.getsockname()[1], demo), flush=True)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
-from gateway_kit._asgi.errors import send_error
+from gateway_kit._asgi.errors import INTERNAL_ERROR, send_error
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import RequestRecord, Route
 from gateway_kit.pipeline.context import RequestContext
@@ -75,7 +75,7 @@ class ObserveMiddleware:
                 await send_error(
                     send,
                     500,
-                    "The gateway failed to handle the request.",
+                    INTERNAL_ERROR,
                     type="api_error",
                     code="internal_error",
                 )

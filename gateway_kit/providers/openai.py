@@ -127,7 +127,7 @@ class OpenAIProvider:
         finally:
             await response.aclose()
         status = response.status_code
-        if status < 400 and not content.lstrip()[:1] == b"{":
+        if status < 400 and content.lstrip()[:1] != b"{":
             # A proxy's HTML page, or nothing: not the API's answer, whatever the status.
             raise UpstreamUnavailableError(
                 f"Upstream provider '{self.name}' answered {status} without a JSON body.",
