@@ -196,9 +196,11 @@ async def _worker(
         writer.close()
 
 
-def build_request(path: str, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> bytes:
+def build_request(
+    path: str, body: bytes, headers: Sequence[tuple[str, str]] = (), *, method: str = "POST"
+) -> bytes:
     lines = [
-        f"POST {path} HTTP/1.1",
+        f"{method} {path} HTTP/1.1",
         "Host: 127.0.0.1",
         "Content-Type: application/json",
         f"Content-Length: {len(body)}",

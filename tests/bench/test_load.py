@@ -106,3 +106,11 @@ def test_a_lazy_rotation_is_asked_for_the_requests_sent_only(
     run_load(port, rotation, concurrency=1, requests=3, offset=5)
     assert rotation.asked == [5, 6, 7]
     assert paths == ["/5", "/6", "/7"]
+
+
+def test_a_get_request_is_sent_with_its_method(recorder: tuple[int, list[str]]) -> None:
+    port, paths = recorder
+    request = build_request("/healthz", b"", method="GET")
+    assert request.startswith(b"GET /healthz HTTP/1.1\r\n")
+    result = run_load(port, request, concurrency=1, requests=2)
+    assert (result.requests, result.errors, paths) == (2, 0, ["/healthz", "/healthz"])
