@@ -418,6 +418,8 @@ SCENARIOS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] = 
     "claude-stream-error": (TEXT_MESSAGE, [*TEXT_STREAM[:4], ("error", OVERLOADED)]),
     # The connection breaks mid-stream; or the stream ends cleanly without message_stop.
     "claude-stream-cut": (TEXT_MESSAGE, [*TEXT_STREAM[:5], CUT]),
+    # Cut after message_start reported the prompt's count with its cache reads and writes.
+    "claude-cached-cut": (CACHED_MESSAGE, [*CACHED_STREAM[:5], CUT]),
     "claude-stream-truncated": (TEXT_MESSAGE, TEXT_STREAM[:-1]),
 }
 STOP_REASON_PREFIX = "claude-stop-"

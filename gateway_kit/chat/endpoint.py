@@ -157,7 +157,12 @@ class _InferenceEndpoint:
         first, priced at the model that served, for what was sent to it) and headers."""
         deployment = routed.deployment
         meter = MeterTransform(
-            ctx, self._gateway.costs, deployment.model, routed.payload, strip_usage=strip_usage
+            ctx,
+            self._gateway.costs,
+            deployment.model,
+            routed.payload,
+            strip_usage=strip_usage,
+            usage_so_far=routed.response.usage_so_far,
         )
         # Transforms run innermost first: metering (registered last) sees the upstream first.
         transforms = ctx.transforms

@@ -5,12 +5,13 @@ and adds ``x-gateway-cost-usd`` (and ``-estimated``, ``x-gateway-savings-usd``) 
 headers. For a stream it reads the usage chunk (stripping it when the gateway asked for it on
 the client's behalf) and, just before ``[DONE]``, adds the cost as an SSE comment (the headers
 left long before). Whatever happens once upstream may bill (a cut stream, a client that left),
-``close`` gives the request a cost: the one reported, or an estimate flagged as such.
+``close`` gives the request a cost: the one reported, or an estimate flagged as such (with
+the counts the upstream reported before the end, when it did: Anthropic's prompt count).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway_kit.cost.costs import Costs
@@ -34,12 +35,14 @@ class MeterTransform(ResponseTransform):
         payload: dict[str, Any],
         *,
         strip_usage: bool = False,
+        usage_so_far: Callable[[], Usage | None] | None = None,
     ) -> None:
         self._ctx = ctx
         self._costs = costs
         self._model = model
         self._payload = payload
         self._strip = strip_usage
+        self._usage_so_far = usage_so_far
         self._stream: StreamMeter | None = None  # made for a stream's first event
         self._billable = False
 
@@ -55,9 +58,27 @@ class MeterTransform(ResponseTransform):
     def _price(self, usage: Usage | None, *, output_tokens: int | None = None) -> None:
         costs = self._costs
         if usage is None:
-            usage = costs.estimate_usage(self._model, self._payload, output_tokens=output_tokens)
+            usage = self._estimate(output_tokens)
         self._ctx.cost = cost = costs.of(self._model, usage)
         costs.observe(cost)
+
+    def _estimate(self, output_tokens: int | None) -> Usage:
+        """The usage of an answer that reported none in the end, flagged as estimated: the
+        counts the stream reported early (the prompt's) where it did, the rest estimated."""
+        early = self._usage_so_far() if self._usage_so_far is not None else None
+        if early is None:
+            return self._costs.estimate_usage(
+                self._model, self._payload, output_tokens=output_tokens
+            )
+        output = max(early.output_tokens, output_tokens or 0)
+        return Usage(
+            early.input_tokens,
+            output,
+            cache_read_tokens=early.cache_read_tokens,
+            cache_write_tokens=early.cache_write_tokens,
+            reasoning_tokens=min(early.reasoning_tokens, output),
+            estimated=True,
+        )
 
     def body(self, body: JSONBody) -> None:
         if self._billable:
@@ -81,8 +102,6 @@ class MeterTransform(ResponseTransform):
         if self._billable and self._ctx.cost is None:
             # Upstream may bill a stream that never finished: an estimate, flagged as such.
             meter = self._meter
-            usage = meter.usage or self._costs.estimate_usage(
-                self._model, self._payload, output_tokens=meter.chunks
-            )
+            usage = meter.usage or self._estimate(meter.chunks)
             self._ctx.cost = self._costs.of(self._model, usage)
         return ()

@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from gateway_kit.cost.usage import Usage
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.providers._anthropic_translate import (
     UnsupportedRequestError,
@@ -145,7 +146,13 @@ class AnthropicProvider:
                 await events.aclose()
                 await response.aclose()
 
-            return ChatResponse(200, [_SSE, *forwarded], events=events, close=close)
+            return ChatResponse(
+                200,
+                [_SSE, *forwarded],
+                events=events,
+                close=close,
+                usage_so_far=translator.usage_so_far,
+            )
 
         try:
             content = await response.aread()
@@ -326,6 +333,14 @@ class _StreamTranslator:
     def _finish(self, stop_reason: Any) -> list[dict[str, Any]]:
         self._finish_sent = True
         return [self._chunk({}, finish_reason(stop_reason))]
+
+    def usage_so_far(self) -> Usage | None:
+        """What the stream has reported of its usage: from ``message_start`` on, the prompt's
+        exact count and its cache reads and writes; the output as counted so far (the whole
+        of it only from ``message_delta``)."""
+        if "input_tokens" not in self._usage:
+            return None
+        return Usage.from_anthropic({"output_tokens": 0, **self._usage})
 
     def _update_usage(self, usage: Any) -> None:
         # message_start carries the input and cache counts, message_delta the cumulative

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gateway_kit.cost.usage import Usage
 from gateway_kit.sse import SSEEvent
 
 
@@ -53,6 +54,10 @@ class ChatResponse:
     close: Callable[[], Awaitable[None]] | None = None
     #: Seconds the upstream asked to wait before retrying (``Retry-After`` on a 429).
     retry_after: float | None = None
+    #: For a stream: the usage the upstream has reported so far (Anthropic's ``message_start``
+    #: gives the prompt's exact count and its cache reads and writes), read by metering when
+    #: the stream ends before its usage (cut, or the client gone). ``None``: nothing early.
+    usage_so_far: Callable[[], Usage | None] | None = None
 
     @property
     def streaming(self) -> bool:

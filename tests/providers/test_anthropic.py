@@ -718,6 +718,27 @@ async def test_a_failed_stream_raises_stream_error_after_its_first_chunks(
     assert info.value.status == 200
 
 
+async def test_a_stream_tells_the_usage_reported_so_far_for_metering_a_cut(
+    provider: AnthropicProvider,
+) -> None:
+    response = await chat(provider, True, model="claude-cached-cut")
+    assert response.events is not None
+    assert response.close is not None
+    assert response.usage_so_far is not None
+    first = await anext(response.events)  # message_start, translated
+    assert first.json()["choices"][0]["delta"]["role"] == "assistant"
+    reported = Usage(189607, 1, cache_read_tokens=1500, cache_write_tokens=188086)
+    assert response.usage_so_far() == reported
+    with pytest.raises(UpstreamStreamError, match="broke off"):
+        await rest(response.events)
+    await response.close()
+    assert response.usage_so_far() == reported  # still there for metering after the break
+
+
+async def test_a_json_answer_has_no_usage_so_far(provider: AnthropicProvider) -> None:
+    assert (await chat(provider)).usage_so_far is None
+
+
 # -- errors -------------------------------------------------------------------------------------
 
 

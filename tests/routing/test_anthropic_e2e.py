@@ -56,6 +56,7 @@ def config(anthropic_url: str) -> GatewayConfig:
                 {"name": "sonnet-cached", "upstream_model": "claude-cached", **claude},
                 {"name": "sonnet-bad", "upstream_model": "claude-400", **claude},
                 {"name": "sonnet-cut", "upstream_model": "claude-stream-cut", **claude},
+                {"name": "sonnet-cached-cut", "upstream_model": "claude-cached-cut", **claude},
                 {
                     "name": "sonnet-overloaded",
                     "upstream_model": "claude-529",
@@ -65,6 +66,7 @@ def config(anthropic_url: str) -> GatewayConfig:
                 {"name": "mock-mini", "provider": "mock", "price_as": "gpt-5-mini"},
             ],
             "routing": {"backoff_s": 0.001, "max_backoff_s": 0.001, "max_retry_after_s": 0},
+            "metrics": {"enabled": True, "access": "public"},
         }
     )
 
@@ -210,3 +212,47 @@ def test_a_stream_cut_after_it_began_ends_with_an_error_event(
     assert response.status_code == 200
     assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_stream_error"
     assert "data: [DONE]" not in lines
+
+
+def _metrics(url: str, model: str) -> dict[str, float]:
+    """The model's token counts by kind, and its cost in USD, off ``GET /metrics``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = {"cost": 0.0}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text):
+        for sample in family.samples:
+            if sample.labels.get("model") != model:
+                continue
+            if sample.name == "gateway_tokens_total":
+                found[sample.labels["kind"]] = sample.value
+            elif sample.name == "gateway_cost_usd_total":
+                found["cost"] = sample.value
+    return found
+
+
+def test_a_cut_stream_is_billed_on_the_prompt_count_anthropic_reported_at_its_start(
+    served: tuple[AnthropicServer, str],
+) -> None:
+    # message_start told the prompt: 21 tokens, 188,086 written to the prompt cache and 1,500
+    # read from it. The answer never reported its usage; its output is estimated, its prompt
+    # is not (the gateway's own estimate of these two short messages is a dozen tokens).
+    before = _metrics(served[1], "sonnet-cached-cut")
+    with httpx.stream(
+        "POST",
+        f"{served[1]}/v1/chat/completions",
+        json={"model": "sonnet-cached-cut", "messages": HI, "stream": True},
+        timeout=10,
+    ) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_stream_error"
+    after = _metrics(served[1], "sonnet-cached-cut")
+    added = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in after}
+    assert added["input"] == 21 + 188086 + 1500
+    assert added["cached"] == 1500
+    assert 1 <= added["output"] <= 10  # the chunks that came: a token or so each
+    costs = Costs(config("http://unused"))
+    prompt = Usage(21 + 188086 + 1500, 0, cache_read_tokens=1500, cache_write_tokens=188086)
+    floor = costs.of("sonnet-cached-cut", prompt).cost_micro_usd / 1e6
+    with_output = Usage(189607, 10, cache_read_tokens=1500, cache_write_tokens=188086)
+    most = costs.of("sonnet-cached-cut", with_output).cost_micro_usd / 1e6
+    assert floor < added["cost"] <= most
