@@ -34,9 +34,14 @@ Action = Literal["block", "throttle", "warn", "off"]
 class _Rule(_Config):
     #: What the rule does once tripped.
     action: Action = "block"
-    #: This rule's own mode (``monitor``: say what it would do, never act); default:
-    #: ``guardian.mode``.
+    #: This rule's own mode (``monitor``: say what it would do, never act; ``off``: the rule
+    #: is off, whatever its action); default: ``guardian.mode``.
     mode: Mode | None = None
+
+    @property
+    def acting(self) -> Action:
+        """What the rule does once tripped: its ``action``, or ``off`` when its own mode is."""
+        return "off" if self.mode is Mode.OFF else self.action
 
 
 class ContextSizeRule(_Rule):

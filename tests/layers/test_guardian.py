@@ -474,6 +474,28 @@ async def test_monitor_mode_serves_says_what_it_would_do_and_publishes_marked() 
         assert (event.mode, event.action) == ("monitor", "blocked")
 
 
+async def test_a_rule_whose_own_mode_is_off_is_off_in_the_config_or_for_a_key() -> None:
+    looping = [user("Book the cheapest flight to Lisbon")]
+    for _ in range(6):
+        looping += tool_turn("search_flights", to="LIS")
+    rules = {"tool_loop": {"mode": "off"}, "repeat": {"mode": "off", "throttle_at": 2}}
+    async with guarded(rules) as (env, recorder):
+        assert (await ask(env, *looping)).status == 200
+        for _ in range(4):
+            answer = await ask(env, user("same question"))
+            assert answer.status == 200
+            assert "x-gateway-guardian" not in answer.headers
+        assert blocks(recorder) == []
+    async with guarded() as (env, _):
+        made = await env.gateway.keys.create(env.workspace_id)
+        path = f"/api/v1/workspaces/{env.workspace_id}/guardian"
+        patch = {"key_rules": {made.key.key_id: {"tool_loop": {"mode": "off"}}}}
+        changed = await env.recorder.request("PATCH", path, json=patch, headers=env.auth())
+        assert changed.status == 200
+        assert (await ask(env, *looping, key=made.secret)).status == 200
+        assert (await ask(env, *looping)).status == 429  # other keys: the rule as configured
+
+
 async def test_an_allow_list_and_key_thresholds_come_from_the_api() -> None:
     async with guarded() as (env, _):
         made = await env.recorder.request(

@@ -144,7 +144,7 @@ class GuardianMiddleware(GatewayLayer):
         found = [checks.tool_loop(rules.tool_loop, facts)]
         found.append(checks.context_growth(rules.context_growth, facts))
         size = rules.context_size
-        if size.action != "off":
+        if size.acting != "off":
             model = payload.get("model")
             name = model if isinstance(model, str) else ""
             window = self._window(name)

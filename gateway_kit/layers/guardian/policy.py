@@ -121,20 +121,20 @@ class GuardianPolicy:
         if known is not None and known[0] is rules:
             return known[1]
         repeat, steps, spend = rules.repeat, rules.conversation_steps, rules.spend_spike
-        enforced = self.enforced(rules, "repeat") and repeat.action != "warn"
-        counted = self.enforced(rules, "conversation_steps") and steps.action == "block"
+        enforced = self.enforced(rules, "repeat") and repeat.acting != "warn"
+        counted = self.enforced(rules, "conversation_steps") and steps.acting == "block"
         plan = StepPlan(
             repeat=(
                 None
-                if repeat.action == "off"
+                if repeat.acting == "off"
                 else (repeat.window_s, repeat.block_at - 1 if enforced else None)
             ),
             conversation=(
                 None
-                if steps.action == "off"
+                if steps.acting == "off"
                 else (steps.window_s, steps.max_steps if counted else None)
             ),
-            spend=spend.action != "off",
+            spend=spend.acting != "off",
             spend_floor=max(int(spend.floor_usd * 1_000_000), 1),
         )
         if len(self._plans) >= 10_000:

@@ -62,7 +62,7 @@ def context_size(
     rule: ContextSizeRule, tokens: int, exact: bool, window: int | None
 ) -> Trip | None:
     """The prompt's tokens against ``window_share`` of the model's context window."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     threshold = math.floor(window * rule.window_share) if window else rule.max_tokens
     if action is None or tokens <= threshold:
         return None
@@ -80,7 +80,7 @@ def context_size(
 def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
     """The history's last assistant tool turns (the same calls again and again, or two
     alternating) and its last tool results (the same error again and again)."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     if action is None:
         return None
     turns = facts.tool_turns
@@ -116,7 +116,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
 
 def context_growth(rule: ContextGrowthRule, facts: RequestFacts) -> Trip | None:
     """A context grown ``factor`` times since the last user message, without new input."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     if action is None:
         return None
     turns, total, at_input = facts.turns_since_input, facts.tokens, facts.tokens_at_input
@@ -139,7 +139,7 @@ def repeat(rule: RepeatRule, count: int, *, refused: bool = False) -> Trip | Non
     """The ``count``-th identical request within the window: throttled from ``throttle_at``,
     blocked from ``block_at`` (``refused``: the storage refused it there), or only warned of
     with ``action = "warn"``."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     if action is None or (count < rule.throttle_at and not refused):
         return None
     window = f"{rule.window_s:g} s"
@@ -170,7 +170,7 @@ def conversation_steps(
     rule: ConversationStepsRule, count: int, *, refused: bool = False
 ) -> Trip | None:
     """The ``count``-th request of one conversation within the window."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     if action is None or (count <= rule.max_steps and not refused):
         return None
     observed = max(count, rule.max_steps + 1)
@@ -194,7 +194,7 @@ def spend_spike(
 ) -> Trip | None:
     """``recent`` micro-USD spent in the last ``recent_s`` against ``average`` micro-USD over
     the last ``average_s`` (the key's own pace)."""
-    action = _action(rule.action)
+    action = _action(rule.acting)
     floor = int(rule.floor_usd * 1_000_000)
     if action is None or recent < max(floor, 1) or recent_s <= 0:
         return None

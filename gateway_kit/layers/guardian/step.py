@@ -234,7 +234,7 @@ class GuardianStep:
             repeat = self._repeat
             increments.append(Increment(repeat.key, -1, ttl=repeat.ttl, evictable=True))
         cost = ctx.cost.cost_micro_usd if ctx.cost is not None else None
-        if admitted and cost and self._rules.spend_spike.action != "off":
+        if admitted and cost and self._rules.spend_spike.acting != "off":
             keys, window = self._keys, self._rules.spend_spike.window_s
             increments.append(Increment(keys.spend_now, cost, ttl=2 * window))
             increments.append(Increment(keys.day_now, cost, ttl=_DAY_TTL))
