@@ -653,3 +653,14 @@ def test_observability_settings_out_of_bounds_are_one_line(
     assert code == 2
     assert message.startswith(f"gateway-kit: {config}: {line}")
     assert "\n" not in message
+
+
+def test_a_guardian_threshold_past_any_counter_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A block_at of 10**19 started, and made every chat request a 500.
+    config = write(tmp_path, "\n[guardian.rules.repeat]\nblock_at = 10000000000000000000\n")
+    code, line = run(capsys, config)
+    assert code == 2
+    assert str(config) in line
+    assert "guardian.rules.repeat.block_at" in line

@@ -32,7 +32,7 @@ from gateway_kit.api._common import (
     one_change_at_a_time,
     principal_of,
 )
-from gateway_kit.config.guardian import RULE_NAMES, merge_rules
+from gateway_kit.config.guardian import RULE_NAMES, GuardianRules, merge_rules
 from gateway_kit.gateway import Gateway
 from gateway_kit.layers.guardian.events import LOG_SIZE, episode_key, log_key
 
@@ -81,6 +81,7 @@ async def change_guardian(
     key_rules = dict(current.key_rules)
     allow = dict(current.allow)
     known = {key.key_id for key in await gateway.keys.list(workspace_id)}
+    plan_rules = await _plan_rules(gateway, workspace_id)
     for field in ("key_rules", "allow"):
         changes = body.get(field, {})
         if not isinstance(changes, dict):
@@ -101,13 +102,21 @@ async def change_guardian(
             if value is None:
                 (key_rules if field == "key_rules" else allow).pop(key_id, None)
             elif field == "key_rules":
-                key_rules[key_id] = _overrides(gateway, value, key_id)
+                key_rules[key_id] = _overrides(plan_rules, value, key_id)
             else:
                 allow[key_id] = _allowed(value, key_id)
     await gateway.guardian_settings.save(workspace_id, GuardianSettings(key_rules, allow))
 
 
-def _overrides(gateway: Gateway, value: Any, key_id: str) -> dict[str, dict[str, Any]]:
+async def _plan_rules(gateway: Gateway, workspace_id: str) -> GuardianRules:
+    """The rules a key of the workspace starts from: the configuration's, with its plan's."""
+    rules = gateway.config.guardian.rules
+    workspace = await gateway.workspaces.get(workspace_id)
+    plan = gateway.workspaces.plan(workspace) if workspace is not None else None
+    return merge_rules(rules, plan.guardian) if plan is not None and plan.guardian else rules
+
+
+def _overrides(rules: GuardianRules, value: Any, key_id: str) -> dict[str, dict[str, Any]]:
     param = f"key_rules.{key_id}"
     if not isinstance(value, dict):
         raise ApiError(
@@ -117,7 +126,7 @@ def _overrides(gateway: Gateway, value: Any, key_id: str) -> dict[str, dict[str,
             param=param,
         )
     try:
-        merge_rules(gateway.config.guardian.rules, value)
+        merge_rules(rules, value)
     except ValueError as exc:
         raise ApiError(400, f"'{param}': {exc}.", code="invalid_value", param=param) from None
     return value

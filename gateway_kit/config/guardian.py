@@ -30,6 +30,10 @@ __all__ = [
 
 Action = Literal["block", "throttle", "warn", "off"]
 
+#: The most any count or token threshold may be: well past any real use, and within what a
+#: storage counter holds (a threshold past 64 bits made every request a 500).
+_MOST = 10**12
+
 
 class _Rule(_Config):
     #: What the rule does once tripped.
@@ -51,7 +55,7 @@ class ContextSizeRule(_Rule):
     #: ``context_window``, else the price table's).
     window_share: float = Field(default=0.95, gt=0, le=1)
     #: The threshold for models whose context window is unknown.
-    max_tokens: int = Field(default=1_000_000, ge=1)
+    max_tokens: int = Field(default=1_000_000, ge=1, le=_MOST)
 
 
 class RepeatRule(_Rule):
@@ -63,9 +67,9 @@ class RepeatRule(_Rule):
     window_s: float = Field(default=600.0, gt=0, le=86_400)
     #: The request that many times within the window is throttled (held ``window_s /
     #: throttle_at`` per repeat past it, refused once that passes ``throttle_max_wait_s``)...
-    throttle_at: int = Field(default=10, ge=2)
+    throttle_at: int = Field(default=10, ge=2, le=_MOST)
     #: ...and from this many times on, blocked (429 with Retry-After).
-    block_at: int = Field(default=20, ge=2)
+    block_at: int = Field(default=20, ge=2, le=_MOST)
 
     @model_validator(mode="after")
     def _check_order(self) -> RepeatRule:
@@ -78,11 +82,11 @@ class ToolLoopRule(_Rule):
     """From the request's own history: an agent calling the same tool over and over."""
 
     #: Consecutive assistant turns calling the same tools with the same arguments.
-    identical_turns: int = Field(default=5, ge=2)
+    identical_turns: int = Field(default=5, ge=2, le=_MOST)
     #: Two tool turns alternating (A, B, A, B...): this many A-B cycles in a row.
-    ping_pong_cycles: int = Field(default=4, ge=2)
+    ping_pong_cycles: int = Field(default=4, ge=2, le=_MOST)
     #: The same tool answering the same error this many times in a row.
-    repeated_errors: int = Field(default=4, ge=2)
+    repeated_errors: int = Field(default=4, ge=2, le=_MOST)
 
 
 class ConversationStepsRule(_Rule):
@@ -91,7 +95,7 @@ class ConversationStepsRule(_Rule):
 
     action: Action = "throttle"
     window_s: float = Field(default=600.0, gt=0, le=86_400)
-    max_steps: int = Field(default=150, ge=2)
+    max_steps: int = Field(default=150, ge=2, le=_MOST)
 
 
 class ContextGrowthRule(_Rule):
@@ -99,9 +103,9 @@ class ContextGrowthRule(_Rule):
     times what it was at the last user message, and at least ``min_tokens``, after at least
     ``min_turns`` assistant turns."""
 
-    factor: float = Field(default=4.0, gt=1)
-    min_tokens: int = Field(default=50_000, ge=1)
-    min_turns: int = Field(default=10, ge=1)
+    factor: float = Field(default=4.0, gt=1, le=_MOST)
+    min_tokens: int = Field(default=50_000, ge=1, le=_MOST)
+    min_turns: int = Field(default=10, ge=1, le=_MOST)
 
 
 class SpendSpikeRule(_Rule):
@@ -111,9 +115,9 @@ class SpendSpikeRule(_Rule):
     #: The recent window whose spend rate is compared with the key's average over about a
     #: day (yesterday and today so far).
     window_s: float = Field(default=300.0, ge=60, le=3600)
-    factor: float = Field(default=10.0, gt=1)
+    factor: float = Field(default=10.0, gt=1, le=_MOST)
     #: Never a spike below this much spent in the recent window (a new key's first dollars).
-    floor_usd: Decimal = Field(default=Decimal(5), ge=0)
+    floor_usd: Decimal = Field(default=Decimal(5), ge=0, le=10**9)
 
 
 class GuardianRules(_Config):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gateway_kit.accounts.guardian import GuardianSettings
 from gateway_kit.accounts.periods import period_at
 from gateway_kit.cost.encodings import load_encoding
 from gateway_kit.events import EventRecorder
@@ -33,10 +34,11 @@ async def guarded(rules: dict[str, Any] | None = None, **guardian: Any) -> Async
     """A gateway with Guardian on (its defaults, or ``rules`` over them) and a priced model;
     ``extra`` holds other settings of the gateway."""
     extra = guardian.pop("extra", {})
+    plans = extra.pop("plans", PLANS)
     async with provisioned(
-        "p",
-        plans=PLANS,
-        default_plan="p",
+        next(iter(plans)),
+        plans=plans,
+        default_plan=next(iter(plans)),
         models=[
             {
                 "name": "gpt-fake",
@@ -494,6 +496,33 @@ async def test_a_rule_whose_own_mode_is_off_is_off_in_the_config_or_for_a_key() 
         assert changed.status == 200
         assert (await ask(env, *looping, key=made.secret)).status == 200
         assert (await ask(env, *looping)).status == 429  # other keys: the rule as configured
+
+
+async def test_key_thresholds_are_checked_against_the_plans_and_never_break_a_request() -> None:
+    plans = {"strict": {**PLANS["p"], "guardian": {"repeat": {"throttle_at": 30, "block_at": 50}}}}
+    async with guarded(extra={"plans": plans}) as (env, _):
+        made = await env.gateway.keys.create(env.workspace_id)
+        kid = made.key.key_id
+        path = f"/api/v1/workspaces/{env.workspace_id}/guardian"
+        for rules in (
+            {"repeat": {"block_at": 25}},  # below the plan's throttle_at: was 200, then 500s
+            {"repeat": {"block_at": 10**19}},  # past a counter: was 200, then 500s
+            {"conversation_steps": {"action": "block", "max_steps": 10**19}},
+        ):
+            patch = {"key_rules": {kid: rules}}
+            answer = await env.recorder.request("PATCH", path, json=patch, headers=env.auth())
+            assert answer.status == 400, rules
+            assert answer.json()["error"]["param"] == f"key_rules.{kid}"
+        # Thresholds set under another plan (saved as the API saved them then): they give way,
+        # the key's allow-list stands, and its requests are served.
+        stale = GuardianSettings({kid: {"repeat": {"block_at": 25}}}, {kid: ("tool_loop",)})
+        await env.gateway.guardian_settings.save(env.workspace_id, stale)
+        looping = [user("go")]
+        for _ in range(6):
+            looping += tool_turn("poll", job=1)
+        assert (await ask(env, *looping, key=made.secret)).status == 200
+        for _ in range(26):
+            assert (await ask(env, user("same"), key=made.secret)).status == 200
 
 
 async def test_an_allow_list_and_key_thresholds_come_from_the_api() -> None:

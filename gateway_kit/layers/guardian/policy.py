@@ -15,6 +15,7 @@ facts, the admission step's counters) and the policy turns the trips into a
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from gateway_kit.config import GuardianConfig, Mode, PlanConfig
 from gateway_kit.config.guardian import GuardianRules, merge_rules
 from gateway_kit.layers.guardian.rules import Trip
 from gateway_kit.pipeline.verdicts import Refusal, Verdict
+
+logger = logging.getLogger("gateway_kit.guardian")
 
 __all__ = ["PASS", "GuardianPolicy", "GuardianVerdict", "Outcome", "StepPlan"]
 
@@ -111,7 +114,7 @@ class GuardianPolicy:
             if plan is not None and plan.guardian:
                 merged = merge_rules(merged, plan.guardian)
             if key_rules:
-                merged = merge_rules(merged, key_rules)
+                merged = _with_key_rules(merged, key_rules)
             self._merged.set(memo_key, merged)
         return merged
 
@@ -203,6 +206,26 @@ class GuardianPolicy:
             type="rate_limit_error",
             headers=((b"retry-after", str(retry).encode()),),
         )
+
+
+def _with_key_rules(rules: GuardianRules, key_rules: dict[str, dict[str, Any]]) -> GuardianRules:
+    """``rules`` with a key's overrides. They were checked against the rules of the key's plan
+    when set; should the plan have changed since (a key's ``block_at`` now below the plan's
+    ``throttle_at``), the key's thresholds give way and its actions and modes (its allow-list
+    among them) stand: a request is never a 500 for it."""
+    try:
+        return merge_rules(rules, key_rules)
+    except ValueError as exc:
+        logger.warning("a key's Guardian thresholds no longer fit its plan's (%s): ignored", exc)
+        kept = {
+            name: {field: value for field, value in fields.items() if field in _NEVER_CONFLICT}
+            for name, fields in key_rules.items()
+        }
+        return merge_rules(rules, kept)
+
+
+#: A rule's fields that no other field's value can make invalid.
+_NEVER_CONFLICT = frozenset({"action", "mode"})
 
 
 def _past(action: str) -> str:
