@@ -220,7 +220,14 @@ async def test_an_agent_repeating_one_tool_call_is_blocked_before_the_model() ->
         for _ in range(7):
             history += tool_turn("search_flights", to="LIS", date="2026-12-01")
             statuses.append((await ask(env, *history)).status)
-        assert statuses == [200, 200, 200, 200, 429, 429, 429]
+        assert statuses == [200, 200, 200, 200, 400, 400, 400]
+        blocked = await ask(env, *history)
+        # The same history is refused again: no rate limit (a 429 had the SDKs retry it, told
+        # when by a Retry-After that could never be right).
+        assert "retry-after" not in blocked.headers
+        error = blocked.json()["error"]
+        assert (error["type"], error["code"]) == ("invalid_request_error", "guardian_block")
+        assert error["message"].endswith("sent again, it is refused again.")
         event = blocks(recorder)[0]
         assert (event.rule, event.action, event.threshold, event.observed) == (
             "tool_loop",
@@ -253,8 +260,8 @@ async def test_a_context_growing_without_new_input_is_blocked() -> None:
             call[1]["content"] = f"# file {step}\n" + "def f():\n    return 1\n" * 40
             history += call
             statuses.append((await ask(env, *history)).status)
-        assert 429 in statuses
-        first = statuses.index(429)
+        assert 400 in statuses
+        first = statuses.index(400)
         assert statuses[:first] == [200] * first
         # A long conversation of real exchanges grows just as much, and passes.
         chat = []
@@ -495,7 +502,7 @@ async def test_a_rule_whose_own_mode_is_off_is_off_in_the_config_or_for_a_key() 
         changed = await env.recorder.request("PATCH", path, json=patch, headers=env.auth())
         assert changed.status == 200
         assert (await ask(env, *looping, key=made.secret)).status == 200
-        assert (await ask(env, *looping)).status == 429  # other keys: the rule as configured
+        assert (await ask(env, *looping)).status == 400  # other keys: the rule as configured
 
 
 async def test_key_thresholds_are_checked_against_the_plans_and_never_break_a_request() -> None:
@@ -551,7 +558,7 @@ async def test_an_allow_list_and_key_thresholds_come_from_the_api() -> None:
         for _ in range(6):
             history += tool_turn("poll", job=1)
         assert (await ask(env, *history, key=agent["key"])).status == 200  # exempt
-        assert (await ask(env, *history)).status == 429  # the admin key is not
+        assert (await ask(env, *history)).status == 400  # the admin key is not
         assert (await ask(env, user("x"), key=agent["key"])).status == 200
         assert (await ask(env, user("x"), key=agent["key"])).status == 429  # its own threshold
         for bad in (
@@ -576,7 +583,7 @@ async def test_when_storage_fails_guardian_is_open_by_default_or_closed() -> Non
         env.storage.broken = True
         # Open: the stateless rules still stand, the stateful ones are skipped.
         assert (await ask(env, user("fine"))).status == 200
-        assert (await ask(env, *history)).status == 429
+        assert (await ask(env, *history)).status == 400
     async with guarded(
         on_error="closed",
         extra={
@@ -596,7 +603,7 @@ async def test_a_blocked_request_costs_nothing_stateless_or_stateful() -> None:
         assert (await ask(env, user("once"))).status == 200
         before = await state(env)
         looping = [user("go"), *tool_turn("poll", job=7) * 6]
-        assert (await ask(env, *looping)).status == 429  # stateless: before any storage
+        assert (await ask(env, *looping)).status == 400  # stateless: before any storage
         assert (await ask(env, user("once"))).status == 429  # stateful: refused in the step
         assert await state(env) == before  # quota, upstream calls, committed budget
         period = period_at(env.clock(), "month")

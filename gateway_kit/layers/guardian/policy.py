@@ -191,10 +191,11 @@ class GuardianPolicy:
         )
 
     def _refusal(self, trip: Trip, wait: float, what: str) -> Refusal:
-        if trip.status == 413:  # the prompt itself: sent again, it is refused again
+        if trip.status != 429:  # the request itself: sent again, it is refused again
             return Refusal(
-                413,
-                f"Guardian rule '{trip.rule}' {what} this request: {trip.message}.",
+                trip.status,
+                f"Guardian rule '{trip.rule}' {what} this request: {trip.message}; sent "
+                "again, it is refused again.",
                 code="guardian_block",
                 type="invalid_request_error",
             )

@@ -36,6 +36,11 @@ __all__ = [
 
 TripAction = Literal["block", "throttle", "warn"]
 
+#: A block decided from the request's own history (``tool_loop``, ``context_growth``): the
+#: same history is refused again, so it answers as a refused request, not a rate limit (a 429
+#: had clients retry it, and told them when).
+_HISTORY = 400
+
 
 @dataclass(frozen=True, slots=True)
 class Trip:
@@ -47,7 +52,9 @@ class Trip:
     observed: int
     #: What happened, for people (the answer's message, the event's ``message``).
     message: str
-    #: The status a block answers with.
+    #: The status a block answers with: 429 for a rule whose count a wait brings down; one
+    #: decided from the request alone (its prompt, its history) is refused again if sent
+    #: again, so it is no rate limit (no ``Retry-After``: clients would retry it).
     status: int = 429
     #: A throttle: how long the request should wait before it is served; a block: when to
     #: come back (``Retry-After``).
@@ -92,6 +99,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
             rule.identical_turns,
             same,
             f"the last {same} assistant turns call the same tools with the same arguments",
+            status=_HISTORY,
         )
     cycles = ping_pong_cycles(turns)
     if cycles >= rule.ping_pong_cycles:
@@ -101,6 +109,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
             rule.ping_pong_cycles,
             cycles,
             f"the last {2 * cycles} assistant turns alternate between the same two tool calls",
+            status=_HISTORY,
         )
     errors = tail_run(facts.tool_results)
     if errors >= rule.repeated_errors:
@@ -110,6 +119,7 @@ def tool_loop(rule: ToolLoopRule, facts: RequestFacts) -> Trip | None:
             rule.repeated_errors,
             errors,
             f"the last {errors} tool results are the same error",
+            status=_HISTORY,
         )
     return None
 
@@ -132,6 +142,7 @@ def context_growth(rule: ContextGrowthRule, facts: RequestFacts) -> Trip | None:
         total,
         f"the context grew from about {at_input:,} to {total:,} tokens over {turns} assistant "
         "turns without new user input",
+        status=_HISTORY,
     )
 
 
