@@ -265,6 +265,11 @@ class _LimitsStep:
         if not self._in_step:
             return None  # monitor mode took itself out of the step
         verdict = self._layer.policy.verdict(result, self._counter, self._plan, self._period)
+        if not result.allowed:
+            # Another layer's counter refused the step: nothing was counted, so there is
+            # nothing to give back, and the figures are the counters as they stand (the quota
+            # left once showed one request too many).
+            self._in_step = False
         self._record(ctx, verdict)
         return None
 

@@ -161,6 +161,17 @@ async def test_a_request_guardian_refuses_has_no_verdict_of_the_layers_after_it(
         assert all(r["verdicts"]["budget"]["action"] == "pass" for r in served)
 
 
+async def test_a_request_refused_in_the_step_by_guardian_shows_the_quota_as_it_stands() -> None:
+    async with guarded({"repeat": {"throttle_at": 3, "block_at": 3}}) as (env, _):
+        answers = [await ask(env, user("same prompt")) for _ in range(3)]
+        assert [a.status for a in answers] == [200, 200, 429]
+        used = await env.used_requests()
+        assert used == 2
+        # Refused by Guardian's counter in the step, nothing was counted: the quota left is
+        # what GET /v1/me says (it showed one request more).
+        assert f'"quota";r={10_000 - used};' in answers[-1].headers["ratelimit"]
+
+
 async def test_a_throttle_within_the_bound_holds_the_request_then_serves_it() -> None:
     rules = {"repeat": {"window_s": 0.4, "throttle_at": 2, "block_at": 9}}
     async with guarded(rules, throttle_max_wait_s=1) as (env, _):
