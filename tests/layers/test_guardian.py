@@ -128,19 +128,36 @@ async def test_a_cron_repeating_one_prompt_is_throttled_then_comes_back_after_th
         )
 
 
+async def test_an_agent_honouring_retry_after_is_served_on_its_next_try() -> None:
+    async with guarded() as (env, _):
+        for _ in range(9):
+            assert (await ask(env, user("Check the deploy status"))).status == 200
+            env.clock.advance(1)
+        refused = await ask(env, user("Check the deploy status"))
+        assert refused.status == 429
+        # The count comes down only when the window of the first call ends (the refused
+        # request counted nothing): Retry-After was 60 (600 s / 10), ten times in a row.
+        wait = int(refused.headers["retry-after"])
+        assert 591 <= wait <= 600
+        env.clock.advance(wait)
+        assert (await ask(env, user("Check the deploy status"))).status == 200
+
+
 async def test_throttled_answers_say_why_and_when_and_name_the_rule() -> None:
     async with guarded({"repeat": {"window_s": 60, "throttle_at": 3, "block_at": 6}}) as (env, _):
         for _ in range(2):
             assert (await ask(env, user("status?"))).status == 200
         refused = await ask(env, user("status?"))
         assert refused.status == 429
-        assert refused.headers["retry-after"] == "20"  # 60 s / 3
+        # Held 20 s (60 s / 3) would pass the 10 s bound: refused until the window ends (the
+        # refusal counts nothing, so 20 s later the same count would refuse it again).
+        assert refused.headers["retry-after"] == "60"
         assert refused.headers["x-gateway-guardian"] == "throttled=repeat"
         error = refused.json()["error"]
         assert (error["code"], error["type"]) == ("guardian_block", "rate_limit_error")
         assert error["message"] == (
             "Guardian rule 'repeat' throttled this request: 3 identical requests from this key "
-            "within 60 s (throttled from 3, blocked from 6); retry in 20 s."
+            "within 60 s (throttled from 3, blocked from 6); retry in 60 s."
         )
 
 

@@ -282,6 +282,25 @@ def test_spend_spike_against_the_keys_own_pace_with_a_floor() -> None:
     assert checks.spend_spike(rule, 6_000_000, 300, 2_000_000_000, day) is None
 
 
+def test_a_spend_spikes_wait_follows_its_fixed_windows() -> None:
+    rule = SpendSpikeRule(factor=10, floor_usd=5)  # type: ignore[arg-type]
+    day, window = 86_400.0, 300.0
+
+    def wait(current: int, recent: int, into_s: float) -> float:
+        trip = checks.spend_spike(
+            rule, recent, window, 100_000, day, current=current, into_s=into_s
+        )
+        assert trip is not None
+        return trip.wait_s
+
+    # $5.27 all spent in the current window, 20 s into it: it stays for the 280 s left, then
+    # fades over the next window until under the $5 limit (5 % of 300 s): 295.4 s.
+    assert wait(5_270_000, 5_270_000, 20) == pytest.approx(280 + 300 * (1 - 5 / 5.27))
+    # $4 now and $3 of the previous window still counted: that part fades over the 200 s
+    # left until the total is under $5: a third of it is enough.
+    assert wait(4_000_000, 7_000_000, 100) == pytest.approx(200 * (1 - 1 / 3))
+
+
 # -- the policy --------------------------------------------------------------------------------
 
 

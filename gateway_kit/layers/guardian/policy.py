@@ -172,12 +172,14 @@ class GuardianPolicy:
         if worst is not None:
             action = worst.action
             if worst.action == "throttle":
-                wait = max(t.wait_s for t in enforced if t.action == "throttle")
+                throttles = [t for t in enforced if t.action == "throttle"]
+                wait = max(t.wait_s for t in throttles)
                 if wait <= self.config.throttle_max_wait_s:
                     delay = wait
                     headers.append(f"wait={wait:.1f}")
                 else:
-                    refusal = self._refusal(worst, wait, "throttled")
+                    retry = max(max(t.wait_s, t.retry_s or 0.0) for t in throttles)
+                    refusal = self._refusal(worst, retry, "throttled")
                     action = "block"
             elif worst.action == "block":
                 refusal = self._refusal(worst, worst.wait_s, "blocked")

@@ -59,6 +59,11 @@ class Trip:
     #: A throttle: how long the request should wait before it is served; a block: when to
     #: come back (``Retry-After``).
     wait_s: float = 0.0
+    #: A throttle refused for waiting too long: when to come back, if not after ``wait_s``. A
+    #: count kept in a fixed window comes down only when the window ends (a refused request
+    #: counts nothing), so waiting ``wait_s`` and sending again met the same refusal, ten
+    #: times over.
+    retry_s: float | None = None
 
 
 def _action(rule_action: str) -> TripAction | None:
@@ -174,6 +179,7 @@ def repeat(rule: RepeatRule, count: int, *, refused: bool = False) -> Trip | Non
         f"{count} identical requests from this key within {window} (throttled from "
         f"{rule.throttle_at}, blocked from {rule.block_at})",
         wait_s=spacing * (count - rule.throttle_at + 1),
+        retry_s=rule.window_s,  # the window ends at most this long after now
     )
 
 
@@ -197,14 +203,24 @@ def conversation_steps(
             if refused or action == "block"
             else rule.window_s / rule.max_steps * (observed - rule.max_steps)
         ),
+        retry_s=rule.window_s,
     )
 
 
 def spend_spike(
-    rule: SpendSpikeRule, recent: int, recent_s: float, average: int, average_s: float
+    rule: SpendSpikeRule,
+    recent: int,
+    recent_s: float,
+    average: int,
+    average_s: float,
+    *,
+    current: int | None = None,
+    into_s: float = 0.0,
 ) -> Trip | None:
     """``recent`` micro-USD spent in the last ``recent_s`` against ``average`` micro-USD over
-    the last ``average_s`` (the key's own pace)."""
+    the last ``average_s`` (the key's own pace). ``current`` is the part of ``recent`` spent
+    in the current fixed window, ``into_s`` seconds old (the rest is the previous window's,
+    weighted by how much of it the sliding window still covers): the wait follows them."""
     action = _action(rule.acting)
     floor = int(rule.floor_usd * 1_000_000)
     if action is None or recent < max(floor, 1) or recent_s <= 0:
@@ -220,6 +236,21 @@ def spend_spike(
         recent,
         f"${recent / 1e6:,.2f} spent in the last {recent_s / 60:.0f} min, {rule.factor:g} times "
         f"this key's usual pace is ${limit / 1e6:,.2f}",
-        # Until the window's spend would be back under the limit, were nothing more spent.
-        wait_s=recent_s * (1 - limit / recent),
+        wait_s=_spend_wait(recent, limit, recent_s, current, into_s),
     )
+
+
+def _spend_wait(
+    recent: int, limit: int, window: float, current: int | None, into_s: float
+) -> float:
+    """Until the sliding window's spend is back under ``limit``, were nothing more spent: the
+    previous window's part fades out over the rest of the current one, then the current
+    one's over the next. (Spread evenly, as it was once assumed, the wait came out a dozen
+    times too short.)"""
+    if current is None:
+        return window * (1 - limit / recent)
+    left = max(window - into_s, 0.0)
+    previous = recent - current  # its weighted part, now
+    if current < limit:
+        return left * (1 - (limit - current) / previous) if previous > 0 else 0.0
+    return left + window * (1 - limit / current)

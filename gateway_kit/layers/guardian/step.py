@@ -219,7 +219,15 @@ class GuardianStep:
                 # The previous window, weighted by how much of it the sliding window covers.
                 recent = now + int(before * (1 - keys.into_window / window))
                 spike = rules.spend_spike
-                trip = checks.spend_spike(spike, recent, window, day, _DAY + keys.into_day)
+                trip = checks.spend_spike(
+                    spike,
+                    recent,
+                    window,
+                    day,
+                    _DAY + keys.into_day,
+                    current=now,
+                    into_s=keys.into_window,
+                )
                 if trip is not None:
                     found.append(trip)
         return found
