@@ -194,6 +194,36 @@ def test_two_tools_alternating_and_one_error_repeated_are_loops() -> None:
     assert "same error" in trip.message
 
 
+def test_one_turns_parallel_calls_failing_alike_are_one_error() -> None:
+    rule = ToolLoopRule(repeated_errors=4)
+    parallel = call("fetch", url="a")
+    parallel["tool_calls"] = [
+        {
+            **parallel["tool_calls"][0],
+            "id": f"call_{n}",
+            "function": {
+                "name": "fetch",
+                "arguments": json.dumps({"url": f"https://example.com/{n}"}),
+            },
+        }
+        for n in range(4)
+    ]
+    failed = [result("Error: 404 Not Found") for _ in range(4)]
+    # The model has not seen a single error yet: four results of one turn are one outcome.
+    assert checks.tool_loop(rule, facts_of(request(user("Read these"), parallel, *failed))) is None
+    # Four turns in a row meeting the same error is a loop, one call or four each.
+    history: list[dict[str, Any]] = [user("Read these")]
+    for _ in range(4):
+        history += [parallel, *failed]
+    trip = checks.tool_loop(rule, facts_of(request(*history)))
+    assert trip is not None
+    assert "same error" in trip.message
+    # A turn whose results differ (one page found) breaks the run.
+    mixed = [*failed[:3], result("<html>the page</html>")]
+    history = [user("Read these"), *([parallel, *failed] * 3), parallel, *mixed]
+    assert checks.tool_loop(rule, facts_of(request(*history))) is None
+
+
 def test_an_agent_making_progress_is_no_loop() -> None:
     rule = ToolLoopRule()
     history: list[dict[str, Any]] = [user("Research GPU prices")]

@@ -132,7 +132,8 @@ class RequestFacts(NamedTuple):
     tokens_at_input: int
     #: Assistant turns after the last user message.
     turns_since_input: int
-    #: The assistant turns' tool-call signatures, and the tool results' error signatures.
+    #: The assistant turns' tool-call signatures, and the error signatures of their tool
+    #: results (one per turn: its results' error when they all are the same one).
     tool_turns: tuple[bytes | None, ...]
     tool_results: tuple[bytes | None, ...]
 
@@ -217,9 +218,19 @@ def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
     digests: list[bytes] = []
     calls: list[bytes | None] = []
     errors: list[bytes | None] = []
+    #: The tool results of the last assistant turn: its parallel calls' results are one
+    #: outcome, as the model reads them (four fetches failing alike in one turn are not four
+    #: turns meeting the same error).
+    results: list[bytes | None] = []
     for role, digest, call, error, count in listed:
         digests.append(digest)
         tokens += count
+        if role == "tool":
+            results.append(error)
+            continue
+        if results:
+            errors.append(_one_outcome(results))
+            results = []
         if role == "assistant":
             turns += 1
             calls.append(call)
@@ -227,10 +238,10 @@ def _summary(listed: list[MessageFacts], params_dump: bytes) -> RequestFacts:
         elif role == "user":
             at_input, turns = tokens, 0
             first_user = first_user or digest
-        elif role == "tool":
-            errors.append(error)
         elif role in ("system", "developer"):
             first_system = first_system or digest
+    if results:
+        errors.append(_one_outcome(results))
     canonical = hashlib.blake2b(b"".join(digests), digest_size=16)
     canonical.update(params_dump)
     return RequestFacts(
@@ -351,6 +362,12 @@ def _canonical_arguments(arguments: Any) -> str:
 
 def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _one_outcome(results: Sequence[bytes | None]) -> bytes | None:
+    """One turn's tool results as one: their error, when they all are the same error."""
+    first = results[0]
+    return first if first is not None and all(r == first for r in results) else None
 
 
 def tail_run(signatures: Sequence[bytes | None]) -> int:
