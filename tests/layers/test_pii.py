@@ -378,3 +378,172 @@ async def test_guardian_keeps_no_raw_text_past_the_request_when_masking_is_on() 
             assert response.status == 200
         held = json.dumps([entry[0] for entry in facts._PREFIXES._entries.values()])
         assert (email in held) is kept
+
+
+EMAIL = "anna.lindqvist@example.se"
+
+
+async def test_assistant_turns_and_the_requests_own_fields_reach_the_upstream_masked() -> None:
+    """Every text of a request the model reads is masked: an assistant's refusal (field and
+    content part), its thinking, a legacy function call's arguments, the request's ``user``,
+    ``metadata`` and ``prediction``, and with tool descriptions the parameters' schema
+    texts."""
+    history = [
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": f"Not {EMAIL}"}]},
+        {
+            "role": "assistant",
+            "content": "ok",
+            "refusal": f"Not {EMAIL}",
+            "reasoning_content": f"Think of {EMAIL}",
+            "reasoning": f"Think of {EMAIL}",
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {"name": "send", "arguments": json.dumps({"to": EMAIL})},
+        },
+        user("Go on"),
+    ]
+    to = {
+        "type": "string",
+        "description": f"e.g. {EMAIL}",
+        "default": EMAIL,
+        "examples": [EMAIL],
+        "enum": [EMAIL, "nobody"],
+    }
+    parameters = {"type": "object", "properties": {"to": to}}
+    tools = [{"type": "function", "function": {"name": "send", "parameters": parameters}}]
+    pii = {"mode": "enforce", "placeholders": "ordered", "mask_tool_descriptions": True}
+    async with provisioned("scale", pii=pii) as env:
+        env.upstream.json_body = answer("Sent to <EMAIL_1>.")
+        response = await ask(
+            env,
+            *history,
+            user=EMAIL,
+            metadata={"customer": EMAIL, "tier": "gold"},
+            prediction={"type": "content", "content": [{"type": "text", "text": EMAIL}]},
+            tools=tools,
+        )
+        assert response.json()["choices"][0]["message"]["content"] == f"Sent to {EMAIL}."
+        assert EMAIL not in env.upstream.requests[-1].content.decode()
+        sent = env.upstream.sent_json()
+        messages = sent["messages"]
+        assert messages[0]["content"] == [{"type": "refusal", "refusal": "Not <EMAIL_1>"}]
+        assert (messages[1]["refusal"], messages[1]["reasoning_content"]) == (
+            "Not <EMAIL_1>",
+            "Think of <EMAIL_1>",
+        )
+        assert json.loads(messages[2]["function_call"]["arguments"]) == {"to": "<EMAIL_1>"}
+        assert (sent["user"], sent["metadata"]) == (
+            "<EMAIL_1>",
+            {"customer": "<EMAIL_1>", "tier": "gold"},
+        )
+        assert sent["prediction"]["content"] == [{"type": "text", "text": "<EMAIL_1>"}]
+        assert sent["tools"][0]["function"]["parameters"]["properties"]["to"] == {
+            "type": "string",
+            "description": "e.g. <EMAIL_1>",
+            "default": "<EMAIL_1>",
+            "examples": ["<EMAIL_1>"],
+            "enum": ["<EMAIL_1>", "nobody"],
+        }
+        # A prediction given as a string, too.
+        await ask(env, user("Hi"), prediction={"type": "content", "content": f"To {EMAIL}"})
+        assert env.upstream.sent_json()["prediction"]["content"] == "To <EMAIL_1>"
+
+
+async def test_tool_call_arguments_with_json_escaped_brackets_get_their_values_back() -> None:
+    """An upstream writing JSON with Go's defaults escapes ``<`` and ``>`` in a tool call's
+    arguments (``\\u003cEMAIL_1\\u003e``): the client's tool still gets the value, whole and
+    streamed, wherever the chunks are cut."""
+    arguments = '{"to": "\\u003cEMAIL_1\\u003e", "cc": "\\u003cemail_1\\u003E"}'
+    expected = {"to": EMAIL, "cc": EMAIL}
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        reply = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "send", "arguments": arguments},
+        }
+        env.upstream.json_body = answer("", tool_calls=[reply])
+        response = await ask(env, user(f"Mail {EMAIL}"))
+        restored = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert json.loads(restored["arguments"]) == expected
+        for cut in range(1, len(arguments)):
+            calls = [
+                {"index": 0, "id": "c1", "type": "function", "function": {"name": "send"}},
+                {"index": 0, "function": {"arguments": arguments[:cut]}},
+                {"index": 0, "function": {"arguments": arguments[cut:]}},
+            ]
+            env.upstream.stream = ScriptedStream(
+                [*(chunk(tool_calls=[c]) for c in calls), chunk(finish="tool_calls"), DONE]
+            )
+            response = await ask(env, user(f"Mail {EMAIL}"), stream=True)
+            deltas = [json.loads(e)["choices"][0]["delta"] for e in response.events()[:-1]]
+            streamed = "".join(
+                call["function"].get("arguments", "")
+                for delta in deltas
+                for call in delta.get("tool_calls", ())
+            )
+            assert json.loads(streamed) == expected, cut
+
+
+@pytest.mark.parametrize("own", ["email_1", "{EMAIL_1}", "<email_1>", "[EMAIL_1]", "<EMAIL_1>"])
+async def test_a_name_the_client_wrote_in_any_form_restore_reads_comes_back_as_written(
+    own: str,
+) -> None:
+    """With ordered placeholders the first address would be ``<EMAIL_1>``; the client's own
+    ``email_1`` (a variable, a template's slot), which restoring would read as that
+    placeholder, is reserved: the model's echo of it comes back unchanged."""
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        env.upstream.json_body = answer(f"Renamed `{own}`; mail <EMAIL_2>.")
+        response = await ask(env, user(f"Rename `{own} = load()`. I am {EMAIL}."))
+        assert env.upstream.sent_json()["messages"][0]["content"] == (
+            f"Rename `{own} = load()`. I am <EMAIL_2>."
+        )
+        assert response.json()["choices"][0]["message"]["content"] == (
+            f"Renamed `{own}`; mail {EMAIL}."
+        )
+        # Anywhere in the request: a tool call's arguments, a name.
+        call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        call["function"]["arguments"] = json.dumps({"var": own})
+        env.upstream.json_body = answer(f"{own} and <EMAIL_2>")
+        response = await ask(
+            env, {"role": "assistant", "content": None, "tool_calls": [call]}, user(EMAIL)
+        )
+        assert env.upstream.sent_json()["messages"][1]["content"] == "<EMAIL_2>"
+        assert response.json()["choices"][0]["message"]["content"] == f"{own} and {EMAIL}"
+
+
+async def test_numbers_near_numbers_are_masked_and_code_and_versions_are_left_alone() -> None:
+    """What the model reads: a phone number next to another number masked (the run is cut
+    down to it), an AWS secret access key masked after its name; versions, matrix
+    products, paths in code and large amounts left as they are."""
+    leaks = (
+        "Row 3 415-555-2671\n"
+        "Reach me at +1 415 555 2671 24/7\n"
+        "Call me on +44 (0)20 7946 0958 or +49 30/1234567\n"
+        "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    )
+    code = (
+        'Version: 4.0.0.0, <Version>1.2.3.4</Version>, "version": "2.0.1.3", '
+        "requests==2.31.0.1; y = x@self.weight.T; use abc::def; Add::add(a, b); "
+        "8 045 311 447 people"
+    )
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        await ask(env, user(leaks), user(code))
+        sent = env.upstream.sent_json()["messages"]
+        assert sent[0]["content"] == (
+            "Row 3 <PHONE_1>\nReach me at <PHONE_2> 24/7\nCall me on <PHONE_3> or <PHONE_4>\n"
+            "AWS_SECRET_ACCESS_KEY=<API_KEY_1>"
+        )
+        assert sent[1]["content"] == code
+
+
+def test_an_embeddings_requests_user_is_masked_with_its_input() -> None:
+    from gateway_kit.config.pii import PIIConfig
+    from gateway_kit.layers.pii import Vault
+
+    policy = PIIPolicy(PIIConfig(mode="enforce", placeholders="ordered"))
+    payload = {"model": "embed", "input": [f"About {EMAIL}", [1, 2]], "user": EMAIL}
+    masked = policy.mask_input(payload, Vault())
+    assert masked == {"model": "embed", "input": ["About <EMAIL_1>", [1, 2]], "user": "<EMAIL_1>"}
+    assert payload["user"] == EMAIL  # a copy: the request's own is left as it was

@@ -42,6 +42,18 @@ def found(text: str, detectors: list[object] | None = None) -> list[tuple[str, s
         ("mobile: +44 20 7946 0958", "PHONE", "+44 20 7946 0958"),
         ("Tel. 0049 30 901820", "PHONE", "0049 30 901820"),
         ("+33 1 42 68 53 00 est le standard", "PHONE", "+33 1 42 68 53 00"),
+        # A trunk prefix in parentheses, a slash between the area code and the number.
+        ("Call me on +44 (0)20 7946 0958 please", "PHONE", "+44 (0)20 7946 0958"),
+        ("Tel. +49 (0)30 1234567", "PHONE", "+49 (0)30 1234567"),
+        ("Ring +353 (0)1 234 5678", "PHONE", "+353 (0)1 234 5678"),
+        ("Tel: +49 30/1234567", "PHONE", "+49 30/1234567"),
+        # A number next to another: the run is cut down to the phone number.
+        ("Reach me at +1 415 555 2671 24/7", "PHONE", "+1 415 555 2671"),
+        ("Call +1 415-555-2671 2 times a day", "PHONE", "+1 415-555-2671"),
+        ("Anna +46701234567 42 orders", "PHONE", "+46701234567"),
+        ("Row 3 415-555-2671", "PHONE", "415-555-2671"),
+        ("Row 3 (415) 555-2671.", "PHONE", "(415) 555-2671"),
+        ("Call 415-555-2671/2672", "PHONE", "415-555-2671"),
         # Not ASCII: the digits' runs are read with any script's digits.
         ("Téléphone : +33 1 42 68 53 00", "PHONE", "+33 1 42 68 53 00"),
         ("IBAN für Zahlung: DE89370400440532013000", "IBAN", "DE89370400440532013000"),
@@ -57,6 +69,22 @@ def found(text: str, detectors: list[object] | None = None) -> list[tuple[str, s
         ("v6 2001:db8:85a3::8a2e:370:7334 fails", "IP_ADDRESS", "2001:db8:85a3::8a2e:370:7334"),
         ("key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t", "API_KEY", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"),
         ("AKIAIOSFODNN7EXAMPLE in the logs", "API_KEY", "AKIAIOSFODNN7EXAMPLE"),
+        # An AWS secret access key after its name (a credentials file, the environment, STS).
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "API_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+            "API_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            '{"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
+            "API_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
         (
             "ghp_1234567890abcdefghijklmnopqrstuvwxyz0",
             "API_KEY",
@@ -86,6 +114,21 @@ def test_each_kind_is_found_whole(text: str, kind: str, value: str) -> None:
         "sk-short and ghp_tooshort",
         "000-12-3456 is not an SSN",
         "The S3 bucket and EC2 instance",
+        # Versions, however they are written (not dotted quads of an address).
+        "Is Version: 4.0.0.0 of the assembly compatible?",
+        "<Version>1.2.3.4</Version>",
+        '"version": "2.0.1.3"',
+        "pip install requests==2.31.0.1 fails",
+        '[assembly: AssemblyVersion("1.0.0.0")]',
+        # Code: a matrix product, paths (hexadecimal letters around "::").
+        "y = x@self.weight.T + self.bias",
+        "use abc::def;",
+        "Add::add(a, b)",
+        # An amount in groups of thousands.
+        "World population is 8 045 311 447 people",
+        # 40 characters of base64 not named a secret key (a hash, a blob).
+        "the blob wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY in the docs",
+        "secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEYx",  # 41: not one
     ],
 )
 def test_near_misses_are_left_alone(text: str) -> None:
@@ -203,6 +246,18 @@ def test_a_placeholder_the_client_wrote_is_never_issued() -> None:
     )
 
 
+def test_a_name_the_client_wrote_in_any_form_restore_reads_is_never_issued() -> None:
+    vault = Vault()
+    for text in ("x = email_1", "{EMAIL_2}", "<email_3>", "[EMAIL_4]", '"\\u003cEMAIL_5\\u003e"'):
+        vault.reserve(text)
+    vault.reserve("send_email_6 and EMAIL_7x are other names")
+    masked = mask_text("a@x.example", DETECTORS, vault)
+    assert masked == "<EMAIL_6>"
+    keyed = Vault(lambda kind, value: 1)
+    keyed.reserve("email_1")
+    assert mask_text("a@x.example", DETECTORS, keyed) == "<EMAIL_2>"
+
+
 def test_keyed_numbers_give_way_to_a_number_taken_in_the_request() -> None:
     vault = Vault(lambda kind, value: 7)  # every value wants number 7
     vault.reserve("a template's <EMAIL_8>")
@@ -251,6 +306,20 @@ def test_a_stream_split_anywhere_gives_back_exactly_the_whole_restored_answer() 
             parts = [ANSWER[:cut], ANSWER[cut:second], ANSWER[second:]]
             out = "".join(restorer.feed(p) for p in parts) + restorer.close()
             assert out == whole, (cut, second)
+
+
+def test_json_escaped_brackets_are_restored_whole_and_split_anywhere() -> None:
+    """Go's encoding/json writes ``<`` and ``>`` as ``\\u003c`` and ``\\u003e``: a placeholder
+    so written in a tool call's arguments is restored, whichever way the stream is cut; an
+    escape that is none of those is not held."""
+    arguments = '{"to": "\\u003cEMAIL_1\\u003e", "cc": "\\u003CEMAIL_12\\u003E", "n": "a\\\\b"}'
+    whole = restore_text(arguments, VALUES)
+    assert json.loads(whole) == {"to": "anna@example.se", "cc": "bo@example.se", "n": "a\\b"}
+    for cut in range(len(arguments) + 1):
+        restorer = StreamRestorer(VALUES)
+        out = restorer.feed(arguments[:cut]) + restorer.feed(arguments[cut:]) + restorer.close()
+        assert out == whole, cut
+    assert StreamRestorer(VALUES).feed('"a\\nb\\"') == '"a\\nb\\"'
 
 
 def test_a_stream_one_character_at_a_time_holds_back_only_a_possible_placeholder() -> None:

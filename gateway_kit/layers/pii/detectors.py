@@ -5,17 +5,22 @@ then checks what can be checked, so that an order number, a version string or a 
 not taken for a value:
 
 - ``EMAIL``: an address with a dotted domain and a top-level label of letters;
-- ``PHONE``: 7 to 15 digits with the separators people write (spaces, dots, dashes,
-  parentheses), valid by libphonenumber's rules (the ``pii`` extra): international numbers
-  (``+44 20 7946 0958``, ``0044 ...``) in any country, national ones in ``phone_region``;
+- ``PHONE``: 7 to 15 digits with the separators people write (spaces, dots, dashes, slashes,
+  parentheses, a trunk ``(0)``), valid by libphonenumber's rules (the ``pii`` extra):
+  international numbers (``+44 20 7946 0958``, ``0044 ...``) in any country, national ones in
+  ``phone_region``; a number written next to another (``Row 3 415-555-2671``, ``+1 415 555
+  2671 24/7``) is found in the run; an amount in groups of thousands is none;
 - ``CARD``: 13 to 19 digits (spaces or dashes between groups) with an issuer's prefix and a
   valid Luhn check digit;
 - ``IBAN``: a country's code and length and a valid mod-97 checksum, grouped or not;
 - ``US_SSN``: ``123-45-6789`` or ``123 45 6789``, with a valid area, group and serial;
-- ``IP_ADDRESS``: IPv4 (not after a ``v``: ``v1.2.3.4`` is a version) and IPv6, as the
-  ``ipaddress`` module parses them;
+- ``IP_ADDRESS``: IPv4 (not a version: ``v1.2.3.4``, ``Version: 4.0.0.0``,
+  ``<Version>1.2.3.4``, ``requests==2.31.0.1``) and IPv6 with a digit (``abc::def`` is a
+  path in code), as the ``ipaddress`` module parses them;
 - ``API_KEY``: the key formats of OpenAI, Anthropic, AWS, GitHub, Google, Stripe, Slack,
-  Hugging Face, Groq and gateway-kit itself, and PEM private keys; ``JWT``: signed tokens.
+  Hugging Face, Groq and gateway-kit itself, PEM private keys, and an AWS secret access key
+  after its name (``aws_secret_access_key = ...``, ``"SecretAccessKey": ...``); ``JWT``:
+  signed tokens.
 
 ``PatternDetector`` adds a workspace's own named patterns (``ACME_ID = "ACME-\\d+"``). A team
 can plug in Presidio or an NER model through ``Detector``: see the README for what those need
@@ -63,11 +68,17 @@ class Detector(Protocol):
 BUILTIN_KINDS = PII_KINDS
 
 # Digits with the separators people write; the validator decides.
-_PHONE = re.compile(r"(?<![\w+.-])(?:\+|00)?\(?\d[\d ().-]{5,20}\d(?![\w-]|\.\d)")
+_PHONE = re.compile(r"(?<![\w+./-])(?:\+|00)?\(?\d[\d ()./-]{5,20}\d(?![\w-]|\.\d)")
+#: A phone candidate's words (between spaces and slashes): where one that is no number may
+#: hold one (the run went on into a neighbouring number).
+_WORD = re.compile(r"[^\s/]+")
+#: An amount in groups of thousands (``8 045 311 447``), no phone number.
+_AMOUNT = re.compile(r"[1-9]\d{0,2}(?:([ .])\d{3})(?:\1\d{3}){2,}")
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}(?![A-Za-z0-9])")
 _SSN = re.compile(r"(?<![\d-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\d-])")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_DIGIT = re.compile(r"\d")
 _IPV6 = re.compile(
     r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"
 )
@@ -86,6 +97,13 @@ _API_KEY = re.compile(
     r")(?![\w-])"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
 )
+#: An AWS secret access key: 40 characters of base64 after its name (a credentials file's
+#: ``aws_secret_access_key = ``, an environment's ``AWS_SECRET_ACCESS_KEY=``, STS's JSON
+#: ``"SecretAccessKey": "``); anywhere else 40 such characters are as likely a hash.
+_AWS_SECRET = re.compile(
+    r"(?i:secret[_ -]?access[_ -]?key|aws[_ -]?secret[_ -]?key)[\"']?[ \t]*(?:[:=]|=>)[ \t]*"
+    r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
 #: Substrings without which no provider key can be in a text.
 _KEY_PREFIXES = (
     "sk-", "sk_", "rk_", "pk_", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
@@ -98,7 +116,7 @@ _AWS_OR_GOOGLE = re.compile("A(?:KIA|SIA|Iza)")
 #: An e-mail address's local part read backwards from its "@" (on the reversed text before it:
 #: a search for where it starts would try every start); its domain, from after the "@".
 _LOCAL_REVERSED = re.compile(r"[\w.%+-]{1,64}")
-_DOMAIN = re.compile(r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-])")
+_DOMAIN = re.compile(r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w-]|\.\w)")
 #: A run of digits and the separators numbers are written with (the numeric kinds' candidates
 #: are found in those). ``\d`` is any script's digit; a text of ASCII only (``str.isascii`` is
 #: free) is scanned for ASCII digits, which costs two thirds.
@@ -110,7 +128,7 @@ _NUMERIC_KINDS = frozenset({"PHONE", "CARD", "IBAN", "US_SSN", "IP_ADDRESS"})
 _DIGITS_AWAY = str.maketrans("", "", "0123456789")
 #: A date, or a number led by a year (``2026-004815``), is no phone number, whatever
 #: libphonenumber would make of its digits.
-_DATE = re.compile(r"(?:19|20)\d\d-|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)")
+_DATE = re.compile(r"(?:19|20)\d\d[/-]|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)")
 #: The word before a dotted quad that makes it a version or a section, not an address
 #: (``Version 3.2.1.7``, ``Section 4.2.1.3``), in the languages of the corpus.
 _NOT_AN_ADDRESS = frozenset(
@@ -144,7 +162,11 @@ _NOT_AN_ADDRESS = frozenset(
         "oid",
     ]
 )
-_WORD_BEFORE = re.compile(r"([^\W\d_]+\.?|§)\s*$")
+#: The word, then what may come between it and the number: ``Version: 4.0.0.0``,
+#: ``<Version>1.2.3.4``, ``"version": "2.0.1.3"``, ``AssemblyVersion("1.0.0.0")``.
+_WORD_BEFORE = re.compile(r"([^\W\d_]+\.?|§)[\s\"'(:=>]*$")
+#: A version specifier before a dotted quad (``requests==2.31.0.1``, ``pkg >= 1.2.3.4``).
+_SPECIFIERS = ("==", ">=", "<=", "~=", "!=")
 _JWT = re.compile(
     r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?![\w-])"
 )
@@ -217,8 +239,11 @@ class BuiltinDetector:
         # The structured kinds first: a key, a token or an e-mail address holds digits a
         # phone or card candidate would otherwise take (``resolve`` keeps the longest). Each
         # kind's regex runs only where a substring search (in C) says it may match.
-        if "API_KEY" in kinds and _may_hold_a_key(text):
-            spans += _spans(_API_KEY, text, "API_KEY")
+        if "API_KEY" in kinds:
+            if _may_hold_a_key(text):
+                spans += _spans(_API_KEY, text, "API_KEY")
+            if "ecret" in text or "ECRET" in text:
+                spans += _aws_secrets(text)
         if "JWT" in kinds and "eyJ" in text:
             spans += _spans(_JWT, text, "JWT")
         if "EMAIL" in kinds and "@" in text:
@@ -257,17 +282,47 @@ class BuiltinDetector:
                     spans.append(Span(match.start(), match.end(), "US_SSN"))
         if self._ipv4 and end - start >= 7 and "." in run:
             spans += _ipv4(text, start, end)
-        phones = self._phones
-        if phones is not None and digits >= 7:
+        if self._phones is not None and digits >= 7:
             for match in _PHONE.finditer(text, max(0, start - 2), end):
-                candidate = match.group()
-                count = len(candidate) - len(candidate.translate(_DIGITS_AWAY))
-                if not 7 <= count <= 15 or _DATE.match(candidate) or not phones(candidate):
-                    continue
-                at, stop = match.span()
-                if candidate[0] == "(" and ")" not in candidate:
-                    at += 1
-                spans.append(Span(at, stop, "PHONE"))
+                spans += self._phones_in(match.group(), match.start())
+
+    def _phones_in(self, candidate: str, at: int) -> Iterator[Span]:
+        """The phone numbers in ``candidate`` (at ``at`` in the text): the whole, else its
+        longest runs of words that are one (the run went on into a neighbouring number:
+        ``Row 3 415-555-2671``, ``+1 415 555 2671 24/7``)."""
+        if self._phone(candidate):
+            yield _phone_span(candidate, at, len(candidate))
+            return
+        if (" " not in candidate and "/" not in candidate) or _AMOUNT.fullmatch(candidate):
+            return
+        words = [(m.start(), m.end()) for m in _WORD.finditer(candidate)]
+        first = 0
+        while first < len(words):
+            for last in range(len(words) - 1, first - 1, -1):
+                if first == 0 and last == len(words) - 1:
+                    continue  # the whole: not one
+                begin, stop = words[first][0], words[last][1]
+                while candidate[begin] in ".-/)":
+                    begin += 1
+                while candidate[stop - 1] in ".-/(":
+                    stop -= 1
+                if begin < stop and self._phone(candidate[begin:stop]):
+                    yield _phone_span(candidate[begin:stop], at + begin, stop - begin)
+                    first = last + 1
+                    break
+            else:
+                first += 1
+
+    def _phone(self, candidate: str) -> bool:
+        """Whether ``candidate`` (digits and separators) is a phone number, whole."""
+        phones = self._phones
+        assert phones is not None
+        count = len(candidate) - len(candidate.translate(_DIGITS_AWAY))
+        if not 7 <= count <= 15 or _DATE.match(candidate):
+            return False
+        if _AMOUNT.fullmatch(candidate):
+            return False
+        return phones(candidate)
 
 
 class PatternDetector:
@@ -283,6 +338,19 @@ class PatternDetector:
             for match in pattern.finditer(text):
                 if match.end() > match.start():
                     yield Span(match.start(), match.end(), kind)
+
+
+def _phone_span(candidate: str, at: int, size: int) -> Span:
+    """The span of the number ``candidate`` at ``at`` (an opening parenthesis never closed is
+    punctuation: ``(call 415-555-2671``)."""
+    if candidate[0] == "(" and ")" not in candidate:
+        return Span(at + 1, at + size, "PHONE")
+    return Span(at, at + size, "PHONE")
+
+
+def _aws_secrets(text: str) -> Iterator[Span]:
+    for match in _AWS_SECRET.finditer(text):
+        yield Span(match.start(1), match.end(1), "API_KEY")
 
 
 def _spans(pattern: re.Pattern[str], text: str, kind: str) -> Iterator[Span]:
@@ -368,9 +436,13 @@ def _ipv4(text: str, start: int, end: int) -> Iterator[Span]:
         at = match.start()
         if at and text[at - 1] in "vV":
             continue  # v1.2.3.4: a version
+        if text[max(0, at - 4) : at].rstrip().endswith(_SPECIFIERS):
+            continue  # requests==2.31.0.1: a version
         word = _WORD_BEFORE.search(text, max(0, at - 24), at)
-        if word is not None and word.group(1).rstrip(".").lower() in _NOT_AN_ADDRESS:
-            continue
+        if word is not None:
+            name = word.group(1).rstrip(".").lower()
+            if name in _NOT_AN_ADDRESS or name.endswith("version"):  # AssemblyVersion
+                continue
         try:
             ipaddress.IPv4Address(match.group())
         except ValueError:
@@ -382,6 +454,8 @@ def _ipv6(text: str) -> Iterator[Span]:
     if "::" not in text and text.count(":") < 7:
         return
     for match in _IPV6.finditer(text):
+        if _DIGIT.search(match.group()) is None:
+            continue  # abc::def, Add::add: a path in code (an address without a digit is rare)
         try:
             ipaddress.IPv6Address(match.group())
         except ValueError:
@@ -413,9 +487,9 @@ def _phone_validator(region: str) -> _PhoneCheck:
         if candidate.startswith(("+", "00")):
             # International: the country code (1 to 3 digits, as assigned) and the national
             # number, read straight off the digits; parsing the text would cost as much again.
-            digits = "".join(
-                filter(str.isdigit, candidate[2:] if candidate[0] == "0" else candidate)
-            )
+            # A trunk prefix written in parentheses (+44 (0)20 ...) is dialled at home only.
+            dialled = candidate.replace("(0)", "", 1)
+            digits = "".join(filter(str.isdigit, dialled[2:] if dialled[0] == "0" else dialled))
             return international.valid(digits)
         if national_lengths and sum(map(str.isdigit, candidate)) not in national_lengths:
             return False

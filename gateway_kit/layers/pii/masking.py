@@ -6,8 +6,9 @@ issues the placeholders, the same one for the same value of a kind. Numbers are 
 value has the same placeholder in every request of every conversation, whatever came before
 it, and the number says nothing of the value) or ``ordered`` (1, 2, 3 by kind in the order
 values first appear: the same across turns as long as the history is re-sent whole).
-Placeholder-like text the client wrote itself (``<EMAIL_1>`` typed in a prompt) is never
-issued, so restoring cannot rewrite it.
+Placeholder-like text the client wrote itself (``<EMAIL_1>`` typed in a prompt, and any other
+form restoring accepts: ``email_1``, ``{EMAIL_1}``) is never issued, so restoring cannot
+rewrite it.
 
 ``mask_text`` masks one string; the layer calls it on every part of the request it covers.
 """
@@ -24,16 +25,30 @@ from gateway_kit.layers.pii.detectors import Detector, Span, resolve
 __all__ = [
     "KEYED_NUMBERS",
     "PLACEHOLDER",
+    "SHAPED",
     "Numbering",
     "Vault",
     "apply_spans",
     "find_spans",
     "keyed_numbering",
     "mask_text",
+    "shaped_names",
 ]
 
 #: A placeholder as issued: ``<KIND_N>``.
 PLACEHOLDER = re.compile(r"<([A-Z][A-Z0-9_]*)_([1-9][0-9]*)>")
+
+#: Anything shaped like a placeholder, as models write them back (restoring reads these): a
+#: name ending in ``_`` and a number, bracketed (<>, [], {}, or <> escaped in JSON as
+#: ``\u003c``/``\u003e``, Go's default) or bare, never inside a longer word or number. One
+#: pattern for every request (a pattern of the request's own names would be compiled per
+#: request).
+SHAPED = re.compile(
+    r"(?:\\u003[cC]|[<\[{]|(?<![A-Za-z0-9_]))([A-Za-z][A-Za-z0-9_]*_[0-9]+)(?![A-Za-z0-9_])"
+    r"(?:\\u003[eE]|[>\]}])?"
+)
+#: Without this, a text holds nothing ``SHAPED`` (a search cheaper than ``SHAPED``'s).
+_SHAPED_HINT = re.compile(r"_[0-9]")
 
 
 #: A value's placeholder number, from its kind and the value (``keyed`` placeholders).
@@ -57,14 +72,20 @@ class Vault:
         self.values: dict[str, str] = {}
         self._by_value: dict[tuple[str, str], str] = {}
         self._next: dict[str, int] = {}
+        #: Names the client wrote (``EMAIL_1``, upper case): never issued.
         self._reserved: set[str] = set()
         #: Values found, by kind (every occurrence).
         self.counts: dict[str, int] = {}
 
     def reserve(self, text: str) -> None:
-        """Never issue a placeholder that ``text`` (the client's own) already holds."""
-        if "<" in text:
-            self._reserved.update(match.group() for match in PLACEHOLDER.finditer(text))
+        """Never issue a placeholder that ``text`` (the client's own) already holds, in any
+        form restoring would take for it (``<EMAIL_1>``, ``email_1``, ``[EMAIL_1]``)."""
+        self.reserve_names(shaped_names(text))
+
+    def reserve_names(self, names: Iterable[str]) -> None:
+        """Never issue the placeholders named ``names`` (``shaped_names`` of the client's
+        texts)."""
+        self._reserved.update(names)
 
     def placeholder(self, kind: str, value: str) -> str:
         """The placeholder of ``value`` (the same for the same value of a kind)."""
@@ -76,14 +97,14 @@ class Vault:
             number = self._next.get(kind, 0)
             while True:
                 number += 1
-                issued = f"<{kind}_{number}>"
-                if issued not in self._reserved:
+                if f"{kind}_{number}" not in self._reserved:
                     break
             self._next[kind] = number
+            issued = f"<{kind}_{number}>"
         else:
             number = self._numbering(kind, value)
             issued = f"<{kind}_{number}>"
-            while issued in self.values or issued in self._reserved:
+            while issued in self.values or issued[1:-1] in self._reserved:
                 number = number % KEYED_NUMBERS + 1
                 issued = f"<{kind}_{number}>"
         self._by_value[(kind, value)] = issued
@@ -127,6 +148,14 @@ def apply_spans(
         return text
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def shaped_names(text: str) -> tuple[str, ...]:
+    """The names (``EMAIL_1``, upper case) of what ``text`` holds shaped like a placeholder,
+    in any form restoring takes for one."""
+    if "_" not in text or _SHAPED_HINT.search(text) is None:
+        return ()
+    return tuple({match.group(1).upper() for match in SHAPED.finditer(text)})
 
 
 def keyed_numbering(secret: bytes) -> Numbering:

@@ -5,25 +5,22 @@
 the shortest end of what it was given that could still become a placeholder, so ordinary
 text is never delayed and a placeholder split across deltas comes out whole.
 
-Models do things to placeholders: ``<email_1>``, ``EMAIL_1``, ``[EMAIL_1]``. Those forms are
-restored too, but only for placeholders issued in this request: a ``<PHONE_9>`` the model made
-up, or one the client wrote itself, stays as it is.
+Models do things to placeholders: ``<email_1>``, ``EMAIL_1``, ``[EMAIL_1]``; and an upstream
+writing JSON with Go's defaults escapes a tool call's ``<>`` as ``\\u003c``/``\\u003e``. Those
+forms are restored too, but only for placeholders issued in this request: a ``<PHONE_9>`` the
+model made up, or one the client wrote itself, stays as it is.
 """
 
 from __future__ import annotations
 
 import json
-import re
+
+from gateway_kit.layers.pii.masking import SHAPED
 
 __all__ = ["StreamRestorer", "in_json_strings", "restore_text"]
 
-
-#: Anything shaped like a placeholder, as models write them back: a name ending in ``_`` and a
-#: number, bracketed (<>, [], {}) or bare, never inside a longer word or number. One pattern
-#: for every request (a pattern of the request's own names would be compiled per request).
-_SHAPED = re.compile(
-    r"[<\[{]?(?<![A-Za-z0-9_])([A-Za-z][A-Za-z0-9_]*_[0-9]+)(?![A-Za-z0-9_])[>\]}]?"
-)
+#: A placeholder's brackets escaped in a JSON string (upper case, as tails are compared).
+_OPEN_ESCAPED, _CLOSE_ESCAPED = "\\U003C", "\\U003E"
 
 
 class _Issued:
@@ -45,7 +42,7 @@ class _Issued:
         values = self.values
         pieces: list[str] = []
         done = start
-        for match in _SHAPED.finditer(text, start):
+        for match in SHAPED.finditer(text, start):
             value = values.get(match.group(1).upper())
             if value is None:
                 continue
@@ -85,9 +82,9 @@ class StreamRestorer:
         self._held = ""
         #: The last character given out (a bare name right after a letter is no placeholder).
         self._last = ""
-        # The longest form a placeholder can take: its name and two brackets.
+        # The longest form a placeholder can take: its name and two brackets, JSON-escaped.
         names = self._issued.names if self._issued is not None else []
-        self._longest = max((len(name) for name in names), default=0) + 2
+        self._longest = max((len(name) for name in names), default=0) + 2 * len(_OPEN_ESCAPED)
 
     def feed(self, delta: str) -> str:
         issued = self._issued
@@ -119,7 +116,7 @@ class StreamRestorer:
         for size in range(min(len(text), self._longest), 0, -1):
             at = len(text) - size
             tail = text[at:]
-            if tail[0] not in "<[{":
+            if tail[0] not in "<[{\\":
                 before = text[at - 1] if at else self._last
                 if before and (before.isalnum() or before == "_"):
                     continue  # inside a word: no bare name starts here
@@ -131,13 +128,22 @@ class StreamRestorer:
 def _could_start(tail: str, issued: _Issued) -> bool:
     """Whether ``tail`` is the start of an issued placeholder written some way (a complete
     bare name too: it may still grow, EMAIL_1 -> EMAIL_12, or get its closing bracket)."""
-    body = tail[1:] if tail[0] in "<[{" else tail
+    upper = tail.upper()
+    if upper[0] == "\\":  # a JSON-escaped "<", or the start of one
+        if not upper.startswith(_OPEN_ESCAPED):
+            return _OPEN_ESCAPED.startswith(upper)
+        body = upper[len(_OPEN_ESCAPED) :]
+    else:
+        body = upper[1:] if upper[0] in "<[{" else upper
     if not body:
         return True  # an opening bracket alone
-    upper = body.upper()
     for name in issued.names:
-        if name.startswith(upper):
+        if name.startswith(body):
             return True
-        if upper.startswith(name) and upper[len(name) :] in ("", ">", "]", "}"):
-            return len(upper) == len(name)  # closed: done, unless nothing follows yet
+        if body.startswith(name):
+            rest = body[len(name) :]
+            if rest in ("", ">", "]", "}", _CLOSE_ESCAPED):
+                return not rest  # closed: done, unless nothing follows yet
+            if _CLOSE_ESCAPED.startswith(rest):
+                return True  # its escaped ">" not whole yet
     return False
