@@ -154,3 +154,22 @@ def test_usd_text_is_exact() -> None:
     assert usd_text(12_345_678) == "12.345678"
     assert usd_text(-5) == "-0.000005"
     assert Usage.from_openai(USAGE) == Usage(1000, 300, 400, 0, 100)
+
+
+async def test_a_deployment_is_billed_at_its_own_upstream_models_price() -> None:
+    # The standby (weight 0) is first in the list; the weighted deployment, gpt-4o, answers.
+    deployments = [
+        {"provider": "up", "upstream_model": "gpt-4o-mini", "weight": 0},
+        {"provider": "up", "upstream_model": "gpt-4o", "weight": 1},
+    ]
+    models = [{"name": "chat", "deployments": deployments}]
+    async with provisioned("scale", models=models) as env:
+        usage = {"prompt_tokens": 100_000, "completion_tokens": 100_000, "total_tokens": 200_000}
+        env.upstream.json_body = {**COMPLETION, "usage": usage}
+        response = await env.chat(model="chat")
+        assert response.status == 200
+        assert env.upstream.sent_json()["model"] == "gpt-4o"
+        cost = env.gateway.costs.prices.cost_micro_usd("gpt-4o", Usage(100_000, 100_000))
+        assert cost is not None
+        # It was billed as gpt-4o-mini, the first deployment: 16 times less.
+        assert response.headers["x-gateway-cost-usd"] == usd_text(cost)

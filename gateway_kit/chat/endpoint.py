@@ -163,6 +163,7 @@ class _InferenceEndpoint:
             routed.payload,
             strip_usage=strip_usage,
             usage_so_far=routed.response.usage_so_far,
+            upstream=deployment.upstream_model,
         )
         # Transforms run innermost first: metering (registered last) sees the upstream first.
         transforms = ctx.transforms

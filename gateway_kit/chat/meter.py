@@ -36,6 +36,7 @@ class MeterTransform(ResponseTransform):
         *,
         strip_usage: bool = False,
         usage_so_far: Callable[[], Usage | None] | None = None,
+        upstream: str | None = None,
     ) -> None:
         self._ctx = ctx
         self._costs = costs
@@ -43,6 +44,8 @@ class MeterTransform(ResponseTransform):
         self._payload = payload
         self._strip = strip_usage
         self._usage_so_far = usage_so_far
+        #: The upstream model of the deployment that answered: what the answer is priced at.
+        self._upstream = upstream
         self._stream: StreamMeter | None = None  # made for a stream's first event
         self._billable = False
 
@@ -59,8 +62,9 @@ class MeterTransform(ResponseTransform):
         costs = self._costs
         if usage is None:
             usage = self._estimate(output_tokens)
-        self._ctx.cost = cost = costs.of(self._model, usage)
-        costs.observe(cost)
+        self._ctx.cost = cost = costs.of(self._model, usage, upstream=self._upstream)
+        choices = self._payload.get("n")
+        costs.observe(cost, choices=choices if type(choices) is int and choices > 0 else 1)
 
     def _estimate(self, output_tokens: int | None) -> Usage:
         """The usage of an answer that reported none in the end, flagged as estimated: the
@@ -103,5 +107,5 @@ class MeterTransform(ResponseTransform):
             # Upstream may bill a stream that never finished: an estimate, flagged as such.
             meter = self._meter
             usage = meter.usage or self._estimate(meter.chunks)
-            self._ctx.cost = self._costs.of(self._model, usage)
+            self._ctx.cost = self._costs.of(self._model, usage, upstream=self._upstream)
         return ()

@@ -68,6 +68,11 @@ class Costs:
     def __init__(self, config: GatewayConfig, prices: PriceTable | None = None) -> None:
         overrides: dict[str, ModelPrice] = {}
         self._refs: dict[str, str] = {}
+        #: A model served by deployments of other upstream models is priced by the one that
+        #: answered: (model, upstream model) -> its price name, where it is not the model's.
+        self._served: dict[tuple[str, str], str] = {}
+        #: Every price name a model may be billed at (a reservation holds the dearest).
+        self._all_refs: dict[str, tuple[str, ...]] = {}
         #: Embedding models answer with vectors: no output tokens.
         self._embeddings = frozenset(m.name for m in config.models if m.kind == "embedding")
         for model in config.models:
@@ -83,6 +88,14 @@ class Costs:
             else:
                 upstream = model.served_by[0].upstream_model
                 self._refs[model.name] = model.price_as or upstream or model.name
+                if model.price_as is None:
+                    for deployment in model.served_by[1:]:
+                        served = deployment.upstream_model or model.name
+                        if served != self._refs[model.name]:
+                            self._served[(model.name, served)] = served
+            refs = {self._refs[model.name]}
+            refs.update(ref for (name, _), ref in self._served.items() if name == model.name)
+            self._all_refs[model.name] = tuple(sorted(refs))
         self.prices = prices if prices is not None else PriceTable(overrides)
         self.flagship = config.cost.flagship_model
         self._flagship_ref = self._refs.get(self.flagship, self.flagship)
@@ -106,12 +119,16 @@ class Costs:
         """Whether ``model`` has a price (configured, or in the price table)."""
         return self.prices.price(self.ref(model)) is not None
 
-    def of(self, model: str, usage: Usage) -> RequestCost:
-        """The cost of ``usage`` on ``model`` and its flagship baseline."""
+    def of(self, model: str, usage: Usage, *, upstream: str | None = None) -> RequestCost:
+        """The cost of ``usage`` on ``model`` (served as ``upstream``, the upstream model of
+        the deployment that answered) and its flagship baseline."""
+        ref = self.ref(model)
+        if upstream is not None and self._served:
+            ref = self._served.get((model, upstream), ref)
         return RequestCost(
             model,
             usage,
-            self.prices.cost_micro_usd(self.ref(model), usage),
+            self.prices.cost_micro_usd(ref, usage),
             self.prices.cost_micro_usd(self._flagship_ref, usage),
         )
 
@@ -132,10 +149,20 @@ class Costs:
         return Usage(input_tokens=prompt, output_tokens=output_tokens, estimated=True)
 
     def reservation(self, model: str, request: Mapping[str, Any]) -> int | None:
-        """Micro-USD to reserve before calling ``model``; ``None`` when it has no price."""
-        return self.prices.cost_micro_usd(self.ref(model), self.estimate_usage(model, request))
+        """Micro-USD to reserve before calling ``model``; ``None`` when it has no price. A
+        model whose deployments are priced apart holds what the dearest would cost (whichever
+        answers, the settlement swaps in its real cost)."""
+        usage = self.estimate_usage(model, request)
+        refs = self._all_refs.get(model)
+        if refs is None or len(refs) == 1:
+            return self.prices.cost_micro_usd(self.ref(model), usage)
+        costs = [self.prices.cost_micro_usd(ref, usage) for ref in refs]
+        known = [cost for cost in costs if cost is not None]
+        return max(known) if known else None
 
-    def observe(self, cost: RequestCost) -> None:
-        """Learn the model's output lengths from reported (not estimated) usage."""
+    def observe(self, cost: RequestCost, *, choices: int = 1) -> None:
+        """Learn the model's output lengths from reported (not estimated) usage of an answer
+        of ``choices`` choices: one choice's length is learnt (the estimate multiplies it by
+        the request's ``n``; the whole answer's, learnt as one, was multiplied again)."""
         if not cost.estimated:
-            self.outputs.observe(cost.model, cost.usage.output_tokens)
+            self.outputs.observe(cost.model, cost.usage.output_tokens // max(choices, 1))

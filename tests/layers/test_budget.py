@@ -150,6 +150,20 @@ async def test_a_key_cap_applies_to_that_key_only() -> None:
         assert (await env.chat(other, messages=HELLO)).status == 200
 
 
+async def test_monitor_says_what_a_key_cap_would_do_too() -> None:
+    from gateway_kit.accounts.spend import BudgetSettings
+
+    async with budgeted(cap=100 * COST, mode="monitor") as (env, _):
+        key_id = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        await env.gateway.ledger.save_settings(
+            env.workspace_id, BudgetSettings(key_caps={key_id: 2 * COST})
+        )
+        answers = [await env.chat(messages=HELLO) for _ in range(3)]
+        assert [a.status for a in answers] == [200, 200, 200]
+        # Enforcing would refuse the third (the key's cap): monitor said nothing of it.
+        assert [a.headers.get("x-gateway-budget") for a in answers] == [None, None, "would-block"]
+
+
 async def test_a_client_that_leaves_mid_stream_still_settles() -> None:
     async with budgeted() as (env, _):
         usage = {"prompt_tokens": PROMPT, "completion_tokens": OUTPUT}

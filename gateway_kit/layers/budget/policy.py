@@ -124,9 +124,14 @@ class BudgetPolicy:
             cap=cap,
         )
 
-    def monitored(self, committed: int, cap: int | None) -> BudgetVerdict:
-        """Monitor mode: what enforcing would have done with ``committed`` (this request in)."""
+    def monitored(
+        self, committed: int, cap: int | None, *, key_over: bool = False
+    ) -> BudgetVerdict:
+        """Monitor mode: what enforcing would have done with ``committed`` (this request in);
+        ``key_over``: the request would take its key past the key's cap (a block)."""
         band = self.thresholds.verdict(committed, cap) if cap is not None else "ok"
+        if key_over:
+            band = "block"
         return BudgetVerdict(
             action="pass" if band == "ok" else f"would-{band}",
             band=band,

@@ -65,6 +65,8 @@ class BudgetStep:
             extra.append(Increment(self._held, amount))
         enforce = layer.mode is Mode.ENFORCE
         reads = [ledger.key(principal.workspace_id, self._period, "committed")]
+        if layer.mode is Mode.MONITOR and self._key_cap is not None:
+            reads.append(self._key_spend)  # monitor tells a key's cap too
         if layer.mode is Mode.MONITOR and not self._billing:
             return Contribution(reads=reads)  # monitor holds nothing
         increments = ledger.reservation(
@@ -78,6 +80,14 @@ class BudgetStep:
         )
         reads = reads if layer.mode is Mode.MONITOR else []
         return Contribution(increments, reads=reads, must_settle=True)
+
+    @property
+    def _key_spend(self) -> str:
+        """The key's spend counter."""
+        principal = self._principal
+        return self._layer.gateway.ledger.key(
+            principal.workspace_id, self._period, f"key:{principal.key_id}"
+        )
 
     @property
     def _debt(self) -> str:
@@ -126,7 +136,11 @@ class BudgetStep:
         committed_key = layer.gateway.ledger.key(principal.workspace_id, self._period, "committed")
         if layer.mode is Mode.MONITOR:
             before = int(result.reads.get(committed_key) or 0)
-            verdict = layer.policy.monitored(before + self._estimate, self._cap)
+            key_over = (
+                self._key_cap is not None
+                and int(result.reads.get(self._key_spend) or 0) + self._estimate > self._key_cap
+            )
+            verdict = layer.policy.monitored(before + self._estimate, self._cap, key_over=key_over)
         else:
             verdict = layer.policy.admitted(
                 self._model, result.values[committed_key], self._cap, downgraded=self._downgraded
