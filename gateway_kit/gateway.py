@@ -25,6 +25,7 @@ from gateway_kit.accounts.wallet import Wallet
 from gateway_kit.accounts.workspaces import Workspaces
 from gateway_kit.cache.service import AnswerCache
 from gateway_kit.config import GatewayConfig, ProviderConfig
+from gateway_kit.config.gateway import _places
 from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
@@ -72,6 +73,10 @@ def create_http_client(*, transport: str = "auto", max_connections: int = 512) -
             ) from None
         return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), limits=limits)
     return httpx.AsyncClient(limits=limits)
+
+
+#: The provider types (``ProviderConfig.type``) that serve ``POST /v1/embeddings``.
+_EMBEDDING_TYPES = frozenset({"openai", "mock"})
 
 
 def _running(resource: _T | None) -> _T:
@@ -127,6 +132,7 @@ class Gateway:
         self._storage: Storage | None = None
         self._http_client = http_client
         self._provider_overrides = dict(providers or {})
+        self._check_embeddings_by_type()
         self._table: ModelTable | None = None
         self._router: Router | None = None
         #: The ``auto`` models of smart routing, by name.
@@ -316,6 +322,22 @@ class Gateway:
                 lambda: {(): requests.dropped},
             )
         return Observer(requests, lines=RequestLines(config.logs), metrics=metrics)
+
+    def _check_embeddings_by_type(self) -> None:
+        """An embedding model on a provider type without embeddings, refused when the gateway
+        is made: at its start it was inside a server's lifespan, a traceback. Providers given
+        in code are checked at the start (``_check_embeddings``)."""
+        types = {spec.name: spec.type for spec in self.config.providers}
+        for index, model in enumerate(self.config.models):
+            if model.kind != "embedding":
+                continue
+            for place, deployment in _places(index, model):
+                name = deployment.provider
+                if name not in self._provider_overrides and types[name] not in _EMBEDDING_TYPES:
+                    raise ConfigError(
+                        f"{place}.provider: provider {name!r} ({types[name]}) does not serve "
+                        "embeddings (an openai-compatible or mock provider does)"
+                    )
 
     def _check_embeddings(self, providers: dict[str, Provider]) -> None:
         for index, model in enumerate(self.config.models):

@@ -59,6 +59,14 @@ COMPLETION = {
     "system_fingerprint": "fp_unknown_field_kept",
 }
 
+#: The default answer to ``POST /v1/embeddings`` (a chat completion is no embeddings list).
+EMBEDDINGS = {
+    "object": "list",
+    "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+    "model": "embed-fake",
+    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+}
+
 
 class ScriptedStream(httpx.AsyncByteStream):
     """An upstream body produced chunk by chunk; records whether it was closed or finished.
@@ -121,6 +129,8 @@ class FakeUpstream:
             return httpx.Response(
                 self.status, content=self.raw_body, headers={"content-type": "application/json"}
             )
+        if self.json_body is COMPLETION and request.url.path.endswith("/embeddings"):
+            return httpx.Response(self.status, json=EMBEDDINGS)
         return httpx.Response(self.status, json=self.json_body)
 
     @property

@@ -310,6 +310,22 @@ def test_every_gateway_kit_variable_read_in_the_project_is_known() -> None:
             "webhooks.max_attempts: Input should be greater than or equal to 1",
         ),
         ("[routing]\nretries = 11\n", "routing.retries: Input should be less than or equal to 10"),
+        (
+            "[routing]\ncooldown_s = inf\n",
+            "routing.cooldown_s: Input should be less than or equal to 86400",
+        ),
+        (
+            "[routing]\nfail_window_s = inf\n",
+            "routing.fail_window_s: Input should be less than or equal to 86400",
+        ),
+        (
+            "[routing]\ncooldown_s = 1e300\n",
+            "routing.cooldown_s: Input should be less than or equal to 86400",
+        ),
+        (
+            "[routing]\nfail_window_s = nan\n",
+            "routing.fail_window_s: Input should be less than or equal to 86400",
+        ),
         ("[budget]\nwarn_at = 1.5\n", "budget.warn_at: Input should be less than or equal to 1"),
         (
             "[auth]\ncache_ttl_s = -1\n",
@@ -499,6 +515,37 @@ def test_provider_headers_no_request_could_send_are_refused(
     code, line = run(capsys, config)
     assert code == 2
     assert line.startswith(f"gateway-kit: {config}: providers[0].headers: {says}")
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_a_base_url_with_a_port_no_request_could_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], port: str
+) -> None:
+    """Port 99999 started, and every request to the provider failed."""
+    url = f"http://127.0.0.1:{port}/v1"
+    config = tmp_path / "gateway.toml"
+    config.write_text(BASE.replace("https://api.example.com/v1", url), encoding="utf-8")
+    assert run(capsys, config) == (
+        2,
+        f"gateway-kit: {config}: providers[0].base_url: the port must be from 1 to 65535, "
+        f"got {url!r}",
+    )
+
+
+def test_an_embedding_model_on_a_provider_without_embeddings_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` died in the server's lifespan: a 17-line traceback, exit 3."""
+    config = write(
+        tmp_path,
+        '\n[[providers]]\nname = "claude"\ntype = "anthropic"\napi_key = "x"\n'
+        '\n[[models]]\nname = "embed"\nkind = "embedding"\nprovider = "claude"\n',
+    )
+    assert run(capsys, config, "serve", "--port", "0") == (
+        2,
+        f"gateway-kit: {config}: models[1].provider: provider 'claude' (anthropic) does not "
+        "serve embeddings (an openai-compatible or mock provider does)",
+    )
 
 
 def test_a_flagship_without_a_price_is_refused(

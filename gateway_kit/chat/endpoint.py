@@ -169,7 +169,7 @@ class _InferenceEndpoint:
         transforms = ctx.transforms
         chain = TransformChain([meter, *reversed(transforms)] if transforms else (meter,))
         ctx.verdicts["routing"] = RouteVerdict(
-            action="fallback" if routed.attempts else "served",
+            action="fallback" if routed.fallbacks else "served",
             model=deployment.model,
             provider=deployment.provider_name,
             fallbacks=routed.fallbacks,
@@ -234,7 +234,7 @@ class ChatCompletionsEndpoint(_InferenceEndpoint):
             chain.start(response.status)
             if response.events is None:
                 ctx.timings["upstream"] = time.perf_counter() - started
-                whole = JSONBody(response.body)
+                whole = JSONBody(response.body, response.document)
                 chain.body(whole)
                 await ResponseWriter(send, response.status, headers).whole(whole.encode())
                 return
@@ -298,7 +298,7 @@ class EmbeddingsEndpoint(_InferenceEndpoint):
         chain, headers = self._served(ctx, routed)
         try:
             chain.start(response.status)
-            whole = JSONBody(response.body)
+            whole = JSONBody(response.body, response.document)
             chain.body(whole)
             await ResponseWriter(send, response.status, headers).whole(whole.encode())
         finally:

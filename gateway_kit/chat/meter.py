@@ -86,7 +86,7 @@ class MeterTransform(ResponseTransform):
 
     def body(self, body: JSONBody) -> None:
         if self._billable:
-            self._price(usage_of_body(body.raw))
+            self._price(usage_of_body(body.raw, body.json))
             assert self._ctx.cost is not None
             self._ctx.headers.extend(self._ctx.cost.headers())
 

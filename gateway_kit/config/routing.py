@@ -57,9 +57,10 @@ class RoutingConfig(_Config):
     max_retry_after_s: float = Field(default=10.0, ge=0, le=600)
     #: A deployment failing this many times within ``fail_window_s`` cools down.
     allowed_fails: int = Field(default=3, ge=1)
-    fail_window_s: float = Field(default=60.0, gt=0)
+    #: At most a day, as ``cooldown_s``: both are storage TTLs, which must be finite.
+    fail_window_s: float = Field(default=60.0, gt=0, le=86_400)
     #: Seconds a deployment is skipped; then one request probes it (half-open).
-    cooldown_s: float = Field(default=30.0, gt=0)
+    cooldown_s: float = Field(default=30.0, gt=0, le=86_400)
     #: How stale this instance's view of other instances' cooldowns may be: the view of every
     #: deployment is refreshed in the background this often (one storage read).
     refresh_s: float = Field(default=1.0, ge=0.05, le=60)

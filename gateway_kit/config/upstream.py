@@ -116,8 +116,14 @@ class ProviderConfig(_Config):
     @model_validator(mode="after")
     def _check_base_url(self) -> ProviderConfig:
         parts = urlsplit(self.base_url)
-        if parts.scheme not in {"http", "https"} or not parts.netloc:
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
             raise ValueError(f"base_url: must be an http(s) URL, got {self.base_url!r}")
+        try:
+            port_ok = parts.port != 0
+        except ValueError:  # past 65535, or not a number: no request could ever be sent
+            port_ok = False
+        if not port_ok:
+            raise ValueError(f"base_url: the port must be from 1 to 65535, got {self.base_url!r}")
         for name in self.drop_params:
             if name in ("model", "messages", "input", "stream"):
                 raise ValueError(f"drop_params: {name!r} is what the request is, not a parameter")

@@ -10,6 +10,7 @@ passed on untouched, without being parsed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from gateway_kit.cost.usage import Usage
@@ -27,12 +28,13 @@ def ask_for_usage(payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return {**payload, "stream_options": merged or {"include_usage": True}}, True
 
 
-def usage_of_body(body: bytes) -> Usage | None:
-    """The usage of a whole chat-completion body, ``None`` when it has none."""
+def usage_of_body(body: bytes, parse: Callable[[], Any] | None = None) -> Usage | None:
+    """The usage of a whole chat-completion body, ``None`` when it has none. ``parse`` gives
+    the body parsed (once, by whoever parsed it first); by default it is parsed here."""
     if b'"usage"' not in body:
         return None
     try:
-        document = json.loads(body)
+        document = parse() if parse is not None else json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
     return Usage.from_openai(document.get("usage")) if isinstance(document, dict) else None

@@ -36,9 +36,11 @@ class JSONBody:
 
     __slots__ = ("_value", "changed", "raw")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, parsed: Any = None) -> None:
+        """``parsed``: the body as already parsed (a provider checking it was the API's
+        answer), so that it is parsed once per response."""
         self.raw = raw
-        self._value: Any = _UNSET
+        self._value: Any = _UNSET if parsed is None else parsed
         self.changed = False
 
     def json(self) -> Any:

@@ -20,15 +20,28 @@ async def send_upstream(
     ``UpstreamUnavailableError`` (status 0)."""
     try:
         return await client.send(request, stream=True)
-    except httpx.TimeoutException as exc:
-        raise UpstreamUnavailableError(
-            f"Upstream provider '{provider}' timed out.", provider=provider
-        ) from exc
     except httpx.HTTPError as exc:
+        failure: BaseException = exc
+        if isinstance(exc, httpx.TimeoutException):
+            failure = _aiohttp_non_timeout(exc) or exc
+            if failure is exc:
+                raise UpstreamUnavailableError(
+                    f"Upstream provider '{provider}' timed out.", provider=provider
+                ) from exc
         raise UpstreamUnavailableError(
-            f"Upstream provider '{provider}' is unreachable ({type(exc).__name__}).",
+            f"Upstream provider '{provider}' is unreachable ({type(failure).__name__}).",
             provider=provider,
         ) from exc
+
+
+def _aiohttp_non_timeout(exc: httpx.TimeoutException) -> BaseException | None:
+    """The aiohttp error behind a "timeout" that was none (``transport = "auto"``): httpx_aiohttp
+    maps every aiohttp connection error to ``ConnectTimeout``, a refused connection
+    (``ClientConnectorError``) included. aiohttp's own timeouts are ``TimeoutError``s."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, TimeoutError):
+        return None
+    return cause if type(cause).__module__.startswith("aiohttp") else None
 
 
 def retry_after_seconds(

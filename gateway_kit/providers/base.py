@@ -58,6 +58,9 @@ class ChatResponse:
     #: gives the prompt's exact count and its cache reads and writes), read by metering when
     #: the stream ends before its usage (cut, or the client gone). ``None``: nothing early.
     usage_so_far: Callable[[], Usage | None] | None = None
+    #: A whole JSON body as the provider parsed it (checking it is the API's answer), for
+    #: readers of ``body`` to reuse rather than parse again; ``None`` when not parsed.
+    document: Any = None
 
     @property
     def streaming(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
 import httpx
 
@@ -61,7 +62,7 @@ class OpenAIProvider:
     async def chat(self, call: ChatCall) -> ChatResponse:
         response, forwarded, is_stream = await self._send(self._url, call.payload, call.body, call)
         if not (call.stream and is_stream and response.status_code == 200):
-            return await self._whole(response, forwarded)
+            return await self._whole(response, forwarded, "choices")
         events = self._events(response)
 
         async def close() -> None:
@@ -73,7 +74,7 @@ class OpenAIProvider:
     async def embeddings(self, call: EmbeddingsCall) -> ChatResponse:
         url = self._embeddings_url
         response, forwarded, _ = await self._send(url, call.payload, call.body, call)
-        return await self._whole(response, forwarded)
+        return await self._whole(response, forwarded, "data")
 
     async def _send(
         self,
@@ -113,9 +114,10 @@ class OpenAIProvider:
         return response, forwarded, is_stream
 
     async def _whole(
-        self, response: httpx.Response, forwarded: list[tuple[bytes, bytes]]
+        self, response: httpx.Response, forwarded: list[tuple[bytes, bytes]], answer: str
     ) -> ChatResponse:
-        """Read and release a response that is not streamed to the client."""
+        """Read and release a response that is not streamed to the client. A success must be
+        the API's JSON: an object whose ``answer`` (``choices``, ``data``) is a list."""
         try:
             content = await response.aread()
         except httpx.HTTPError as exc:
@@ -127,16 +129,28 @@ class OpenAIProvider:
         finally:
             await response.aclose()
         status = response.status_code
-        if status < 400 and content.lstrip()[:1] != b"{":
-            # A proxy's HTML page, or nothing: not the API's answer, whatever the status.
-            raise UpstreamUnavailableError(
-                f"Upstream provider '{self.name}' answered {status} without a JSON body.",
-                provider=self.name,
-            )
-        if status >= 400:
+        document: Any = None
+        if status < 400:
+            # A proxy's HTML page, a body cut short, `{}`: not the API's answer, whatever the
+            # status. Parsed here once; the parsed body travels on with the response.
+            try:
+                document = json.loads(content)
+            except ValueError:
+                problem = "without a JSON body"
+            else:
+                if isinstance(document, dict) and isinstance(document.get(answer), list):
+                    problem = ""
+                else:
+                    problem = f"with JSON that has no '{answer}' list"
+            if problem:
+                raise UpstreamUnavailableError(
+                    f"Upstream provider '{self.name}' answered {status} {problem}.",
+                    provider=self.name,
+                )
+        else:
             content = content[:_MAX_ERROR_BODY]
         wait = retry_after(response.headers) if status in (408, 429) else None
-        return ChatResponse(status, forwarded, body=content, retry_after=wait)
+        return ChatResponse(status, forwarded, body=content, retry_after=wait, document=document)
 
     async def _events(self, response: httpx.Response) -> AsyncGenerator[SSEEvent, None]:
         parser = SSEParser()

@@ -3,7 +3,8 @@
 A deployment that fails ``allowed_fails`` times within ``fail_window_s`` (counted in the
 storage, so failures seen by different instances add up) is **open**: skipped by every
 instance for ``cooldown_s``. Then it is **half-open**: one request (whichever instance claims
-the probe first) tries it; success closes it, failure opens it again for another cooldown.
+the probe first) tries it; an answer (a success, or the client's own 4xx) closes it, failure
+opens it again for another cooldown.
 
 Storage keys, in the ``routing`` partition, per deployment ``<provider>/<upstream model>``:
 

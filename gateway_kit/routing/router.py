@@ -35,6 +35,9 @@ __all__ = ["Attempt", "Routed", "Router", "RoutingFailed"]
 
 Call = TypeVar("Call", ChatCall, EmbeddingsCall)
 
+#: The ``Retry-After`` (seconds) while a skipped deployment's probe is in flight.
+_PROBE_WAIT_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
@@ -198,7 +201,9 @@ class Router:
                 outcome = await send(deployment, own)
                 failure = classify(outcome.status)
                 if failure is None or failure is Failure.CLIENT:
-                    if probing and failure is None:
+                    if probing:
+                        # A client's 4xx is an answer too: the deployment is up. Left claimed,
+                        # the probe would keep it out for another cooldown.
                         await cooldowns.recovered(deployment.key)
                     assert outcome.response is not None
                     return Routed(
@@ -225,12 +230,15 @@ class Router:
         raise self._failed(route, attempts, retries)
 
     def _failed(self, route: ModelRoute, attempts: list[Attempt], retries: int) -> RoutingFailed:
-        cooling = [
-            until
-            for a in attempts
-            if a.status == -1 and (until := self.cooldowns.cooling_until(a.deployment.key))
-        ]
-        retry_after = max(1.0, min(cooling) - self._clock()) if cooling else None
+        now = self._clock()
+        waits = []
+        for a in attempts:
+            if a.status == -1:
+                until = self.cooldowns.cooling_until(a.deployment.key)
+                # Past its cooldown, a skipped deployment is half-open with another request's
+                # probe in flight: its outcome is known soon.
+                waits.append(until - now if until is not None and until > now else _PROBE_WAIT_S)
+        retry_after = max(1.0, min(waits)) if waits else None
         if attempts and all(a.status == -1 for a in attempts):
             message = (
                 f"Every deployment of the model '{route.name}' (and of its fallbacks) is "
@@ -253,6 +261,10 @@ class Router:
             return _Outcome(status=response.status, retry_after=response.retry_after)
         try:
             first = await anext(response.events)
+            # The first event is the first with data: comments before it (the keep-alives
+            # an upstream sends while the request is queued) are not content, and are dropped.
+            while first.data is None and not _is_error(first):
+                first = await anext(response.events)
         except (UpstreamStreamError, StopAsyncIteration) as exc:
             await _release(response)
             detail = str(exc) or "the stream ended before its first event"

@@ -10,12 +10,13 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import httpx
 import pytest
 
 from gateway_kit.accounts.scopes import ROLES, KeyScope
 from gateway_kit.exceptions import StorageError
 from gateway_kit.storage import MemoryStorage
-from tests.fakes import COMPLETION, DONE, ScriptedStream, chunk, provisioned
+from tests.fakes import COMPLETION, DONE, FakeUpstream, ScriptedStream, chunk, provisioned
 
 pytestmark = pytest.mark.anyio
 
@@ -461,3 +462,28 @@ async def test_an_upstream_error_body_nested_too_deep_still_gets_a_record() -> N
         assert response.status == 400  # passed on as the upstream said
         [record] = (await records(env)).json()["data"]
         assert (record["status"], record["error_code"]) == (400, "unknown")
+
+
+async def test_a_retry_of_the_same_deployment_is_served_not_a_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer = FakeUpstream.__call__
+    calls = 0
+
+    async def busy_once(self: FakeUpstream, request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(429, json={"error": {"message": "busy"}})
+        return await answer(self, request)
+
+    monkeypatch.setattr(FakeUpstream, "__call__", busy_once)
+    routing = {"backoff_s": 0.001, "max_backoff_s": 0.001}
+    async with provisioned("scale", routing=routing) as env:
+        response = await env.chat()
+        assert response.status == 200
+        assert response.headers["x-gateway-fallbacks"] == "0"
+        [record] = (await records(env)).json()["data"]
+        # The one deployment answered on its second try: served (it said "fallback").
+        assert record["verdicts"]["routing"]["action"] == "served"
+        assert record["retries"] == 1

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
 
-from gateway_kit import ChatCall, OpenAIProvider, UpstreamStreamError, UpstreamUnavailableError
+from gateway_kit import (
+    ChatCall,
+    EmbeddingsCall,
+    OpenAIProvider,
+    UpstreamStreamError,
+    UpstreamUnavailableError,
+    create_http_client,
+)
 from tests.fakes import DONE, FakeUpstream, ScriptedStream, chunk
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +54,7 @@ async def test_forwards_only_safe_response_headers() -> None:
     async def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
             200,
-            json={},
+            json={"choices": []},
             headers={
                 "x-request-id": "up-1",
                 "x-ratelimit-remaining-requests": "5",
@@ -130,3 +138,61 @@ async def test_a_2xx_without_a_json_body_is_an_outage_not_an_answer(
         await provider(upstream).chat(ChatCall(PAYLOAD, None, stream=stream))
     assert info.value.status == 0
     assert "without a JSON body" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "body"),
+    [
+        pytest.param("chat", b'{"id": "chatcmpl-x", "choices": [{"message": {"ro', id="chat-cut"),
+        pytest.param("chat", b"{}", id="chat-empty"),
+        pytest.param("chat", b'{"choices": null}', id="chat-no-list"),
+        pytest.param("embeddings", b'{"object": "list", "data": [{"emb', id="embeddings-cut"),
+        pytest.param("embeddings", b'{"object": "list"}', id="embeddings-no-data"),
+    ],
+)
+async def test_a_2xx_that_is_not_the_apis_answer_is_an_outage(answer: str, body: bytes) -> None:
+    """Only the first byte was checked: a body cut short, or `{}`, passed as the answer."""
+    upstream = provider(FakeUpstream(raw_body=body))
+    if answer == "chat":
+        call = upstream.chat(ChatCall(PAYLOAD, None, stream=False))
+    else:
+        call = upstream.embeddings(EmbeddingsCall({"model": "e", "input": "hi"}))
+    with pytest.raises(UpstreamUnavailableError) as info:
+        await call
+    assert info.value.status == 0
+
+
+async def test_a_whole_answer_carries_its_parsed_body() -> None:
+    response = await provider(FakeUpstream()).chat(ChatCall(PAYLOAD, None, stream=False))
+    assert response.document == json.loads(response.body)
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+async def test_a_refused_connection_is_unreachable_on_every_transport(transport: str) -> None:
+    """With aiohttp (the default "auto" transport) it was reported as a timeout."""
+    if transport == "aiohttp":
+        pytest.importorskip("httpx_aiohttp")
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    async with create_http_client(transport=transport) as client:
+        upstream = OpenAIProvider(client=client, base_url=f"http://127.0.0.1:{port}/v1")
+        with pytest.raises(UpstreamUnavailableError) as info:
+            await upstream.chat(ChatCall(PAYLOAD, None, stream=False))
+    assert "is unreachable" in str(info.value)
+    assert "timed out" not in str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+async def test_a_silent_upstream_times_out_on_every_transport(transport: str) -> None:
+    if transport == "aiohttp":
+        pytest.importorskip("httpx_aiohttp")
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        async with create_http_client(transport=transport) as client:
+            upstream = OpenAIProvider(client=client, base_url=url, timeout=0.2)
+            with pytest.raises(UpstreamUnavailableError) as info:
+                await upstream.chat(ChatCall(PAYLOAD, None, stream=False))
+    assert str(info.value) == "Upstream provider 'openai' timed out."

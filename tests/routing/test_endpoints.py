@@ -126,3 +126,19 @@ async def test_one_model_is_read_by_name_and_an_unknown_one_is_404() -> None:
         assert missing.json()["error"]["code"] == "model_not_found"
         anonymous = await env.recorder.request("GET", "/v1/models/embed")
         assert anonymous.status == 401
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"object": "list", "data": [{"embedding": [0.1', id="cut"),
+        pytest.param(b'{"object": "list"}', id="no-data"),
+    ],
+)
+async def test_a_2xx_that_is_not_an_embeddings_list_falls_back(body: bytes) -> None:
+    async with provisioned("scale", **CONFIG) as env:
+        env.upstream.raw_body = body
+        response = await embed(env, model="embed-up")
+        assert response.status == 200
+        assert response.headers["x-gateway-model"] == "embed"
+        assert env.upstream.calls == 2

@@ -167,3 +167,64 @@ async def test_an_unknown_model_is_refused_before_it_holds_any_quota() -> None:
         response = await env.chat(model="no-such-model")
         assert response.status == 404
         assert response.json()["error"]["code"] == "model_not_found"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"id": "chatcmpl-x", "choices": [{"message": {"role": "assist', id="cut"),
+        pytest.param(b"{}", id="not-a-completion"),
+        pytest.param(b'{"error": {"message": "overloaded"}}', id="error-with-200"),
+    ],
+)
+async def test_a_2xx_that_is_not_a_chat_completion_is_retried_then_falls_back(
+    body: bytes, stream: bool
+) -> None:
+    """A 200 whose JSON was cut short (or was `{}`) reached the client as the answer."""
+    async with provisioned("scale", **FALLBACK) as env:
+        env.upstream.raw_body = body
+        response = await env.chat(stream=stream)
+        assert response.status == 200
+        assert env.upstream.calls == 2  # the first attempt and one retry
+        assert response.headers["x-gateway-model"] == "mock-mini"
+        assert response.headers["x-gateway-attempts"] == "gpt-fake@up=error, gpt-fake@up=error"
+        if stream:
+            assert events(response)[-1] == "[DONE]"
+        else:
+            assert response.json()["choices"][0]["message"]["content"].startswith("This is a mock")
+
+
+KEEPALIVE = b": keepalive\n\n"
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        pytest.param(lambda: ScriptedStream([KEEPALIVE, chunk("never")], fail_after=1), id="break"),
+        pytest.param(
+            lambda: ScriptedStream([KEEPALIVE, b'data: {"error": {"message": "overloaded"}}\n\n']),
+            id="error-event",
+        ),
+    ],
+)
+async def test_a_stream_that_fails_after_keepalive_comments_falls_back(stream: Any) -> None:
+    """The comment counted as the first event: the failure after it reached the client."""
+    async with provisioned("scale", **FALLBACK) as env:
+        env.upstream.stream = stream()
+        response = await env.chat(stream=True)
+        assert response.status == 200
+        assert response.headers["x-gateway-model"] == "mock-mini"
+        assert events(response)[-1] == "[DONE]"
+        assert b"keepalive" not in response.body
+        assert b"overloaded" not in response.body
+
+
+async def test_keepalive_comments_before_the_first_event_are_not_relayed() -> None:
+    async with provisioned("scale", **FALLBACK) as env:
+        env.upstream.stream = ScriptedStream([KEEPALIVE, KEEPALIVE, chunk("Hello"), DONE])
+        response = await env.chat(stream=True)
+        assert response.headers["x-gateway-model"] == "gpt-fake"
+        assert response.body.startswith(b"data: ")
+        assert json.loads(events(response)[0])["choices"][0]["delta"]["content"] == "Hello"
+        assert env.upstream.calls == 1

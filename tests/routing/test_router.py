@@ -339,6 +339,36 @@ async def test_only_one_request_probes_a_half_open_deployment() -> None:
     assert len(r.providers["a"].calls) == 1  # not probed twice
 
 
+async def test_a_probe_answered_with_the_clients_4xx_closes_the_breaker() -> None:
+    """The probe's claim stayed: the healthy deployment was out for another cooldown."""
+    r = rig(a=["conn", 400, "ok"], retries=0, allowed_fails=1)
+    with pytest.raises(RoutingFailed):
+        await r.chat("solo")
+    r.clock.advance(31)
+    await r.cooldowns.refresh(["a/m-solo"])
+    routed = await r.chat("solo")  # the probe: the client's own fault
+    assert routed.response.status == 400
+    assert r.cooldowns.state("a/m-solo") == "closed"
+    routed = await r.chat("solo")
+    assert routed.response.status == 200
+    assert len(r.providers["a"].calls) == 3
+
+
+async def test_all_skipped_while_a_probe_is_in_flight_says_when_to_come_back() -> None:
+    """Past the cooldown, with another request probing, the 503 had no Retry-After."""
+    r = rig(a="conn", retries=0, allowed_fails=1)
+    with pytest.raises(RoutingFailed):
+        await r.chat("solo")
+    r.clock.advance(31)
+    assert await r.cooldowns.claim_probe("a/m-solo") is True  # someone else's probe
+    await r.cooldowns.refresh(["a/m-solo"])  # the cooldown's key has expired
+    assert r.cooldowns.cooling_until("a/m-solo") is None
+    with pytest.raises(RoutingFailed) as failed:
+        await r.chat("solo")
+    assert failed.value.cooling
+    assert failed.value.retry_after == 1.0
+
+
 async def test_all_cooling_answers_with_when_to_come_back() -> None:
     r = rig(a="conn", retries=0, allowed_fails=1)
     with pytest.raises(RoutingFailed):
