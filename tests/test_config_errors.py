@@ -326,6 +326,10 @@ def test_every_gateway_kit_variable_read_in_the_project_is_known() -> None:
             "[routing]\nfail_window_s = nan\n",
             "routing.fail_window_s: Input should be less than or equal to 86400",
         ),
+        (
+            "[routing]\nallowed_fails = 10000000000000000000\n",
+            "routing.allowed_fails: Input should be less than or equal to 1000000",
+        ),
         ("[budget]\nwarn_at = 1.5\n", "budget.warn_at: Input should be less than or equal to 1"),
         (
             "[auth]\ncache_ttl_s = -1\n",
@@ -711,3 +715,16 @@ def test_a_guardian_threshold_past_any_counter_is_refused_at_start(
     assert code == 2
     assert str(config) in line
     assert "guardian.rules.repeat.block_at" in line
+
+
+def test_a_provider_timeout_without_end_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        BASE.replace('api_key = "sk-test"', 'api_key = "sk-test"\ntimeout_s = inf'),
+        encoding="utf-8",
+    )
+    code, line = run(capsys, config)
+    assert code == 2
+    assert "providers[0].timeout_s: Input should be less than or equal to 86400" in line

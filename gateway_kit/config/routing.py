@@ -56,7 +56,7 @@ class RoutingConfig(_Config):
     #: on to the next deployment at once.
     max_retry_after_s: float = Field(default=10.0, ge=0, le=600)
     #: A deployment failing this many times within ``fail_window_s`` cools down.
-    allowed_fails: int = Field(default=3, ge=1)
+    allowed_fails: int = Field(default=3, ge=1, le=1_000_000)
     #: At most a day, as ``cooldown_s``: both are storage TTLs, which must be finite.
     fail_window_s: float = Field(default=60.0, gt=0, le=86_400)
     #: Seconds a deployment is skipped; then one request probes it (half-open).

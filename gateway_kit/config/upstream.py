@@ -61,8 +61,8 @@ class ProviderConfig(_Config):
     api_key_env: str | None = None
     #: Extra headers sent upstream (e.g. ``OpenAI-Organization``).
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(default=600.0, gt=0)
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=86_400)
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     #: The HTTP client under the provider. ``auto`` (the default) is aiohttp behind the httpx
     #: API when it is installed (the ``server`` and ``aiohttp`` extras), else httpx: aiohttp
     #: costs about half the CPU per request and has 2-3x the throughput under concurrency.

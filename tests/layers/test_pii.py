@@ -420,6 +420,8 @@ async def test_assistant_turns_and_the_requests_own_fields_reach_the_upstream_ma
             env,
             *history,
             user=EMAIL,
+            safety_identifier=EMAIL,
+            prompt_cache_key=f"inbox {EMAIL}",
             metadata={"customer": EMAIL, "tier": "gold"},
             prediction={"type": "content", "content": [{"type": "text", "text": EMAIL}]},
             tools=tools,
@@ -437,6 +439,11 @@ async def test_assistant_turns_and_the_requests_own_fields_reach_the_upstream_ma
         assert (sent["user"], sent["metadata"]) == (
             "<EMAIL_1>",
             {"customer": "<EMAIL_1>", "tier": "gold"},
+        )
+        # OpenAI's successor of `user`, and the prompt cache's key: they name the end user too.
+        assert (sent["safety_identifier"], sent["prompt_cache_key"]) == (
+            "<EMAIL_1>",
+            "inbox <EMAIL_1>",
         )
         assert sent["prediction"]["content"] == [{"type": "text", "text": "<EMAIL_1>"}]
         assert sent["tools"][0]["function"]["parameters"]["properties"]["to"] == {

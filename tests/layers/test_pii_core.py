@@ -95,6 +95,25 @@ def found(text: str, detectors: list[object] | None = None) -> list[tuple[str, s
             "JWT",
             "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
         ),
+        # Found by an outside probe, missed before: an unsigned token, a Stripe webhook
+        # secret, a PGP private key block.
+        (
+            "token eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjM0NTY3ODkwIn0. sent",
+            "JWT",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxMjM0NTY3ODkwIn0.",
+        ),
+        (
+            "STRIPE_WEBHOOK_SECRET=whsec_5f8a9d2c7e1b4a6f3d0c9b8a7e6d5c4b",
+            "API_KEY",
+            "whsec_5f8a9d2c7e1b4a6f3d0c9b8a7e6d5c4b",
+        ),
+        (
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGX2abc\n=abcd\n"
+            "-----END PGP PRIVATE KEY BLOCK-----",
+            "API_KEY",
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGX2abc\n=abcd\n"
+            "-----END PGP PRIVATE KEY BLOCK-----",
+        ),
     ],
 )
 def test_each_kind_is_found_whole(text: str, kind: str, value: str) -> None:

@@ -17,10 +17,10 @@ not taken for a value:
 - ``IP_ADDRESS``: IPv4 (not a version: ``v1.2.3.4``, ``Version: 4.0.0.0``,
   ``<Version>1.2.3.4``, ``requests==2.31.0.1``) and IPv6 with a digit (``abc::def`` is a
   path in code), as the ``ipaddress`` module parses them;
-- ``API_KEY``: the key formats of OpenAI, Anthropic, AWS, GitHub, Google, Stripe, Slack,
-  Hugging Face, Groq and gateway-kit itself, PEM private keys, and an AWS secret access key
-  after its name (``aws_secret_access_key = ...``, ``"SecretAccessKey": ...``); ``JWT``:
-  signed tokens.
+- ``API_KEY``: the key formats of OpenAI, Anthropic, AWS, GitHub, Google, Stripe (webhook
+  secrets included), Slack, Hugging Face, Groq and gateway-kit itself, PEM and PGP private
+  keys, and an AWS secret access key after its name (``aws_secret_access_key = ...``,
+  ``"SecretAccessKey": ...``); ``JWT``: tokens, signed or not.
 
 ``PatternDetector`` adds a workspace's own named patterns (``ACME_ID = "ACME-\\d+"``). A team
 can plug in Presidio or an NER model through ``Detector``: see the README for what those need
@@ -89,13 +89,14 @@ _API_KEY = re.compile(
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
     r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
     r"|AIza[0-9A-Za-z_-]{35}"  # Google
-    r"|(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"  # Stripe
+    r"|(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[0-9A-Za-z+/=]{24,}"  # Stripe
     r"|xox[abposr]-[0-9A-Za-z-]{10,}"  # Slack
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
     r"|gsk_[A-Za-z0-9]{40,}"  # Groq
     r"|gk_[A-Za-z0-9_-]{30,}"  # gateway-kit
     r")(?![\w-])"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY"
+    r"(?: BLOCK)?-----"  # PEM, and PGP's armour
 )
 #: An AWS secret access key: 40 characters of base64 after its name (a credentials file's
 #: ``aws_secret_access_key = ``, an environment's ``AWS_SECRET_ACCESS_KEY=``, STS's JSON
@@ -107,7 +108,7 @@ _AWS_SECRET = re.compile(
 #: Substrings without which no provider key can be in a text.
 _KEY_PREFIXES = (
     "sk-", "sk_", "rk_", "pk_", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
-    "github_pat_", "AIza", "xox", "hf_", "gsk_", "gk_", "PRIVATE KEY",
+    "github_pat_", "AIza", "xox", "hf_", "gsk_", "gk_", "whsec_", "PRIVATE KEY",
 )  # fmt: skip
 _UNDERSCORED_PREFIXES = tuple(prefix for prefix in _KEY_PREFIXES if "_" in prefix)
 #: The others: "sk-", "xox", "PRIVATE KEY", and these (a regex with a literal first character
@@ -168,7 +169,9 @@ _WORD_BEFORE = re.compile(r"([^\W\d_]+\.?|§)[\s\"'(:=>]*$")
 #: A version specifier before a dotted quad (``requests==2.31.0.1``, ``pkg >= 1.2.3.4``).
 _SPECIFIERS = ("==", ">=", "<=", "~=", "!=")
 _JWT = re.compile(
-    r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?![\w-])"
+    # The signature may be empty: an unsigned token (``alg: none``) carries its claims all
+    # the same.
+    r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?:[A-Za-z0-9_-]{8,})?(?![\w-])"
 )
 
 # Issuer prefixes (IIN ranges) and lengths: Visa, Mastercard, Amex, Discover, JCB, Diners,

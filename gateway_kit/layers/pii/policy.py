@@ -30,6 +30,8 @@ __all__ = ["PIIPolicy", "PIIVerdict"]
 _SYSTEM = frozenset({"system", "developer"})
 #: A message's texts besides its content: an assistant's refusal and thinking.
 _MESSAGE_TEXTS = ("refusal", "reasoning_content", "reasoning")
+#: The request's fields that name its end user (an e-mail address, often).
+_IDENTIFIERS = ("user", "safety_identifier", "prompt_cache_key")
 #: A content part's text: a text part's, a refusal part's.
 _PART_TEXTS = ("text", "refusal")
 #: A tool's parameters (JSON Schema): the keywords whose values are text the model reads.
@@ -131,10 +133,12 @@ class PIIPolicy:
         return apply_spans(text, spans, vault, allow=self.allow) if spans else text
 
     def _fields(self, payload: dict[str, Any], masked: dict[str, Any], vault: Vault) -> None:
-        """The request's own texts, into ``masked``: ``user`` and ``metadata``'s values."""
-        user = payload.get("user")
-        if isinstance(user, str):
-            masked["user"] = self._text(user, vault)
+        """The request's own texts, into ``masked``: the end user's identifiers (``user``, its
+        successor ``safety_identifier``, ``prompt_cache_key``) and ``metadata``'s values."""
+        for name in _IDENTIFIERS:
+            value = payload.get(name)
+            if isinstance(value, str):
+                masked[name] = self._text(value, vault)
         metadata = payload.get("metadata")
         if isinstance(metadata, dict):
             masked["metadata"] = {
