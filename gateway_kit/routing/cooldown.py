@@ -138,6 +138,14 @@ class Cooldowns:
             logger.warning("probe claim failed, probing anyway: %s", exc)
             return True
 
+    async def release_probe(self, deployment: str) -> None:
+        """A probe that never finished (its request cancelled: the client left): another
+        request may probe at once (the claim once kept every request out for ``cooldown_s``)."""
+        try:
+            await self._storage.delete(self._key("probe", deployment))
+        except StorageError as exc:
+            logger.warning("probe claim not released: %s", exc)
+
     async def failed(self, deployment: str, *, probing: bool = False) -> bool:
         """Count a failure; ``True`` when it put the deployment in cooldown."""
         config = self._config

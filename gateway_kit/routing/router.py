@@ -198,7 +198,13 @@ class Router:
             own = _for(call, deployment)
             tries = 1 if probing else 1 + self._config.retries
             for attempt in range(tries):
-                outcome = await send(deployment, own)
+                try:
+                    outcome = await send(deployment, own)
+                except BaseException:
+                    if probing:
+                        with anyio.CancelScope(shield=True):
+                            await cooldowns.release_probe(deployment.key)
+                    raise
                 failure = classify(outcome.status)
                 if failure is None or failure is Failure.CLIENT:
                     if probing:

@@ -45,6 +45,8 @@ class Scripted:
             return ChatResponse(200, body=OK)
         if step == "conn":
             raise UpstreamUnavailableError("refused", provider=self.name)
+        if step == "hang":
+            await anyio.sleep_forever()
         if step == "cut-body":  # a 200 whose body broke off, or was not the API's
             raise UpstreamUnavailableError("cut", provider=self.name, status=200)
         if isinstance(step, tuple):  # (status, retry_after)
@@ -352,6 +354,20 @@ async def test_a_probe_answered_with_the_clients_4xx_closes_the_breaker() -> Non
     routed = await r.chat("solo")
     assert routed.response.status == 200
     assert len(r.providers["a"].calls) == 3
+
+
+async def test_a_probe_whose_request_is_cancelled_lets_the_next_request_probe() -> None:
+    """The claim stayed: every request was refused for another cooldown."""
+    r = rig(a=["conn", "hang", "ok"], retries=0, allowed_fails=1)
+    with pytest.raises(RoutingFailed):
+        await r.chat("solo")
+    r.clock.advance(31)
+    await r.cooldowns.refresh(["a/m-solo"])
+    with anyio.move_on_after(0.05):
+        await r.chat("solo")  # the probe hangs; its client leaves
+    routed = await r.chat("solo")  # probes again at once
+    assert routed.response.status == 200
+    assert r.cooldowns.state("a/m-solo") == "closed"
 
 
 async def test_all_skipped_while_a_probe_is_in_flight_says_when_to_come_back() -> None:
