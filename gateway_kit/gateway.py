@@ -79,6 +79,11 @@ def create_http_client(*, transport: str = "auto", max_connections: int = 512) -
 _EMBEDDING_TYPES = frozenset({"openai", "mock"})
 
 
+def _model_names(config: GatewayConfig) -> list[str]:
+    """The model names clients may ask for: the configured models and the ``auto`` ones."""
+    return [m.name for m in config.models] + [auto.name for auto in config.routing.auto]
+
+
 def _running(resource: _T | None) -> _T:
     """A resource of a running ``Gateway``; a clear error before it is entered."""
     if resource is None:
@@ -148,6 +153,8 @@ class Gateway:
         self._pii_settings: PIISettingsStore | None = None
         self._cache: AnswerCache | None = None
         self._observer: Observer | None = None
+        #: Request records dropped by the request logs of earlier starts.
+        self._records_dropped = 0
         self._event_log: EventLog | None = None
         #: ``/metrics``' figures (``None`` unless ``metrics.enabled``); they outlive restarts
         #: of the ``Gateway`` as a process's counters do.
@@ -233,6 +240,7 @@ class Gateway:
         traceback: TracebackType | None,
     ) -> None:
         stack, self._stack = self._stack, None
+        observer = self._observer
         self._table = self._router = None
         self._storage = self._workspaces = self._keys = self._webhooks = None
         self._ledger = self._wallet = self._guardian_settings = None
@@ -240,6 +248,8 @@ class Gateway:
         self._webhook_client = self._webhook_worker = None
         if stack is not None:
             await stack.aclose()
+        if observer is not None:  # its last records are written by now (or dropped)
+            self._records_dropped += observer.requests.dropped
 
     async def _start_webhooks(self, storage: Storage, stack: AsyncExitStack) -> None:
         hooks = self.config.webhooks
@@ -273,7 +283,7 @@ class Gateway:
             return None
         return Metrics(
             config.metrics,
-            models=[m.name for m in config.models],
+            models=_model_names(config),
             providers=[p.name for p in config.providers],
         )
 
@@ -283,7 +293,7 @@ class Gateway:
             storage,
             config.request_log,
             clock=self.clock,
-            models=[m.name for m in config.models],
+            models=_model_names(config),
         )
         requests = RequestLog(storage, config.request_log, clock=self.clock, usage=usage)
         metrics = self.metrics
@@ -314,12 +324,14 @@ class Gateway:
                 (),
                 lambda: {(): StorageError.raised},
             )
+            # A counter outlives the gateway's restarts: each start's log counts from 0.
+            carried = self._records_dropped
             metrics.read_at_scrape(
                 "gateway_request_log_dropped",
                 "counter",
                 "Request records dropped: the storage could not take them for too long.",
                 (),
-                lambda: {(): requests.dropped},
+                lambda: {(): carried + requests.dropped},
             )
         return Observer(requests, lines=RequestLines(config.logs), metrics=metrics)
 

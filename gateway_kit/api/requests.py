@@ -35,6 +35,7 @@ from gateway_kit.api._common import (
     principal_of,
     time_param,
 )
+from gateway_kit.config.base import NAME_PATTERN
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.events import MAX_EVENTS
 from gateway_kit.observe.record import iso_ms
@@ -46,6 +47,12 @@ __all__ = ["READS", "recent_events", "request_page", "request_routes", "usage_re
 _MAX_LIMIT = 1000
 #: Matched whole (``fullmatch``: a trailing newline is not let through), ASCII digits only.
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+#: A model's name as the configuration allows it (``org/llama-3`` included).
+_MODEL = re.compile(NAME_PATTERN.removeprefix("^").removesuffix("$"))
+#: The times records can hold, as ``iso_ms`` writes them (four-digit years): a ``since`` or an
+#: ``until`` outside them is taken at the nearest end (year 1 was a 500, and year 9999 in
+#: another zone compared as text found nothing).
+_FIRST, _LAST = 0.0, datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC).timestamp()
 #: A log position: at most 18 digits, so always within the storage's 64-bit range.
 _CURSOR = re.compile(r"[1-9][0-9]{0,17}")
 _DEFAULT_DAYS = 30
@@ -67,7 +74,9 @@ def _query(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
 
 
 def _time(value: str | None, name: str) -> str | None:
-    return None if value is None else iso_ms(time_param(value, name).timestamp())
+    if value is None:
+        return None
+    return iso_ms(min(max(time_param(value, name).timestamp(), _FIRST), _LAST))
 
 
 def _matching(value: str | None, pattern: re.Pattern[str], name: str, what: str) -> str | None:
@@ -92,7 +101,7 @@ async def request_page(gateway: Gateway, workspace_id: str, request: Request) ->
     where = RequestFilter(
         since=_time(query.get("since"), "since"),
         until=_time(query.get("until"), "until"),
-        model=_matching(query.get("model"), _ID, "model", "a model name"),
+        model=_matching(query.get("model"), _MODEL, "model", "a model name"),
         key_id=_matching(query.get("key_id"), _ID, "key_id", "a key id"),
         status=_matching(query.get("status"), STATUS, "status", "a status code, 4xx, 5xx or error"),
     )

@@ -93,6 +93,8 @@ async def load_request(
             code="invalid_json",
             param=exc.param,
         )
+    if isinstance(payload, dict) and isinstance(payload.get("model"), str):
+        ctx.asked_model = payload["model"]
     error = _VALIDATORS[kind](payload)
     if error is not None:
         return error

@@ -10,22 +10,19 @@ not completed). Recording does no I/O: the log is written off the request path.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from typing import Any
 
 from gateway_kit._asgi import ASGIApp, Receive, Scope, Send
-from gateway_kit._asgi.errors import INTERNAL_ERROR, send_error
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.record import RequestRecord, Route
 from gateway_kit.pipeline.context import RequestContext
-from gateway_kit.pipeline.entry import enter, finish
+from gateway_kit.pipeline.entry import answer_fault, enter, finish
 
 __all__ = ["ObserveMiddleware", "record_of"]
 
 logger = logging.getLogger("gateway_kit.requests")
-errors = logging.getLogger("gateway_kit")
 
 
 class ObserveMiddleware:
@@ -65,20 +62,11 @@ class ObserveMiddleware:
         try:
             await self.app(scope, receive, send)
         except Exception:
-            if ctx.status:  # the response started: only closing the connection tells the client
+            # A fault inside: answered here (recorded as the 500 it is), unless the response
+            # had started.
+            if not await answer_fault(ctx, send):
                 ctx.error_code = ctx.error_code or "internal_error"
                 raise
-            # A fault inside: answered here, through the request's own send (its request id,
-            # its Server-Timing), recorded as the 500 it is, the connection kept usable.
-            errors.exception("unhandled error in request %s", ctx.request_id)
-            with contextlib.suppress(OSError):  # the client left as well
-                await send_error(
-                    send,
-                    500,
-                    INTERNAL_ERROR,
-                    type="api_error",
-                    code="internal_error",
-                )
         finally:
             if owner:
                 await finish(ctx)
@@ -99,7 +87,7 @@ def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) ->
     total = ended - ctx.started_at
     principal = ctx.principal
     payload = ctx.json
-    requested = payload.get("model") if payload is not None else None
+    requested = payload.get("model") if payload is not None else ctx.asked_model
     served_model = provider = None
     fallbacks: tuple[str, ...] = ()
     retries = 0
@@ -151,7 +139,10 @@ def record_of(ctx: RequestContext, route: Route, *, now: float, ended: float) ->
         savings,
         total * 1000,
         None if upstream is None else upstream * 1000,
-        (first_byte - ctx.started_at) * 1000 if stream and first_byte else None,
+        # A stream's first token: an error answer to a stream request has none.
+        (first_byte - ctx.started_at) * 1000
+        if stream and first_byte and ctx.status < 400
+        else None,
         verdicts,
         tuple(fallbacks),
         retries,

@@ -15,7 +15,7 @@ import time
 
 from gateway_kit._asgi import ASGIApp, Header, Receive, Scope, Send, header
 from gateway_kit.pipeline.context import CONTEXT_KEY, RequestContext, new_request_id
-from gateway_kit.pipeline.entry import enter, finish
+from gateway_kit.pipeline.entry import answer_fault, enter, finish
 
 __all__ = ["TelemetryMiddleware"]
 
@@ -57,6 +57,11 @@ class TelemetryMiddleware:
         ctx.header_sources.append(_timing_headers)
         try:
             await self.app(scope, receive, send)
+        except Exception:
+            # Any route's fault (the management API's too) is a 500 with its request id: the
+            # server's own 500 came outside this wrapper, without one.
+            if not await answer_fault(ctx, send):
+                raise
         finally:
             if owner:
                 await finish(ctx)

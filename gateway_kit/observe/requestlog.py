@@ -96,12 +96,14 @@ class RequestFilter:
             return False
         if self.key_id is not None and record["key_id"] != self.key_id:
             return False
-        return self.status is None or _status_matches(self.status, record["status"])
+        return self.status is None or _status_matches(self.status, record)
 
 
-def _status_matches(wanted: str, status: int) -> bool:
+def _status_matches(wanted: str, record: dict[str, Any]) -> bool:
+    status: int = record["status"]
     if wanted == "error":
-        return status >= 400
+        # A stream that broke off after its 200 is an error too (it has its error code).
+        return status >= 400 or record["error_code"] is not None
     if wanted.endswith("xx"):
         return status // 100 == int(wanted[0])
     return status == int(wanted)

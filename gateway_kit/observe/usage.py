@@ -97,7 +97,7 @@ class UsageTotals:
         if totals is None:
             totals = self._pending[key] = [0] * len(METRICS)
         totals[0] += 1
-        if record.status >= 400:
+        if record.status >= 400 or record.error_code is not None:  # a broken stream too
             totals[1] += 1
         if record.cache in ("hit", "semantic"):
             totals[2] += 1

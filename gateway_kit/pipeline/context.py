@@ -43,6 +43,9 @@ class RequestContext:
     workspace: Workspace | None = None
     #: The raw request body once read; ``None`` until a layer (or the endpoint) reads it.
     body: bytes | None = None
+    #: The model a request's parsed body names, valid or not (the record's model when the
+    #: request is refused for its body: it once recorded none).
+    asked_model: str | None = None
     #: The parsed chat request, once parsed. Layers that change it call ``replace_json``.
     json: dict[str, Any] | None = None
     #: The model the request will be sent as (after smart routing and downgrades).

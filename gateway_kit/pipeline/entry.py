@@ -10,13 +10,19 @@ already entered and use ``send`` as it is.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import anyio
 
+from gateway_kit._asgi.errors import INTERNAL_ERROR, send_error
 from gateway_kit._asgi.types import Scope, Send
 from gateway_kit.pipeline.context import RequestContext, get_context
 from gateway_kit.pipeline.response import respond_through
 
-__all__ = ["enter", "finish"]
+__all__ = ["answer_fault", "enter", "finish"]
+
+errors = logging.getLogger("gateway_kit")
 
 
 def enter(scope: Scope, send: Send) -> tuple[RequestContext, Send, bool]:
@@ -38,3 +44,16 @@ async def finish(ctx: RequestContext) -> None:
     if settlements:
         with anyio.CancelScope(shield=True):
             await ctx.admission.settle(ctx, settlements)
+
+
+async def answer_fault(ctx: RequestContext, send: Send) -> bool:
+    """Answer a fault inside (an exception the app raised) as a 500 in the OpenAI shape,
+    through the request's own ``send`` (its request id, its ``Server-Timing``), logged; the
+    connection stays usable. ``False`` when the response had started: only closing the
+    connection tells the client then (the caller re-raises)."""
+    if ctx.status:
+        return False
+    errors.exception("unhandled error in request %s", ctx.request_id)
+    with contextlib.suppress(OSError):  # the client left as well
+        await send_error(send, 500, INTERNAL_ERROR, type="api_error", code="internal_error")
+    return True

@@ -213,3 +213,17 @@ async def test_a_restarted_gateway_reads_its_figures_once_not_once_per_start() -
     await metrics.refresh()
     assert reads == ["second"]
     assert total(samples(metrics.exposition()[0].decode()), "gateway_queue") == 2
+
+
+async def test_an_auto_models_requests_are_counted_under_its_name() -> None:
+    config = {
+        "metrics": {"enabled": True},
+        "admin": {"token": TOKEN},
+        "routing": {"auto": [{"name": "smart", "models": ["gpt-fake"]}]},
+    }
+    async with provisioned("tiny", **config) as env:
+        statuses = [(await env.chat(model="smart")).status for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        found = samples((await scrape(env)).body.decode())
+        # The refused one asked for `smart`, a name the gateway has: it was (none).
+        assert total(found, "gateway_requests_total", status="429", model="smart") == 1

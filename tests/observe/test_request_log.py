@@ -487,3 +487,84 @@ async def test_a_retry_of_the_same_deployment_is_served_not_a_fallback(
         # The one deployment answered on its second try: served (it said "fallback").
         assert record["verdicts"]["routing"]["action"] == "served"
         assert record["retries"] == 1
+
+
+async def test_times_at_the_ends_of_the_calendar_filter_as_times() -> None:
+    async with provisioned("scale") as env:
+        for _ in range(3):
+            assert (await env.chat()).status == 200
+        for query, found in (
+            ("since=0001-01-01T00:00:00Z", 3),  # was a 500
+            ("since=9999-12-31T23:59:59-12:00", 0),  # was a 500
+            ("until=9999-12-31T23:59:59-01:00", 3),  # compared as text: found none
+            ("until=0500-01-01T00:00:00Z", 0),  # compared as text: found all
+        ):
+            page = await records(env, query)
+            assert page.status == 200, query
+            assert len(page.json()["data"]) == found, query
+
+
+async def test_a_model_name_with_a_slash_is_a_filter() -> None:
+    models = [{"name": "org/llama-3", "provider": "up"}, {"name": "gpt-fake", "provider": "up"}]
+    async with provisioned("scale", models=models) as env:
+        assert (await env.chat(model="org/llama-3")).status == 200
+        assert (await env.chat()).status == 200
+        page = await records(env, "model=org%2Fllama-3")
+        assert page.status == 200  # was a 400: "'model' must be a model name."
+        assert [r["model"] for r in page.json()["data"]] == ["org/llama-3"]
+
+
+async def test_a_fault_in_the_management_api_is_a_500_with_its_request_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with provisioned("scale") as env:
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(env.gateway.requests, "page", broken)
+        answer = await records(env)
+        assert answer.status == 500
+        assert answer.json()["error"]["code"] == "internal_error"
+        assert answer.headers["x-request-id"].startswith("req_")  # the server's 500 had none
+
+
+async def test_a_stream_request_answered_with_an_error_has_no_time_to_first_token() -> None:
+    async with provisioned("tiny") as env:  # 3 a minute
+        for _ in range(3):
+            assert (await env.chat(stream=True)).status == 200
+        assert (await env.chat(stream=True)).status == 429
+        assert (await env.chat(model="no-such-model", stream=True)).status == 404
+        data = (await records(env)).json()["data"]
+        ttfts = [(r["status"], r["latency_ms"]["ttft"] is not None) for r in data]
+        # Refused or unknown, no token ever came: the first byte of an error is no token.
+        assert ttfts == [(404, False), (429, False), (200, True), (200, True), (200, True)]
+
+
+async def test_a_body_refused_for_its_fields_is_recorded_with_the_model_it_asked_for() -> None:
+    async with provisioned("scale") as env:
+        answer = await env.recorder.request(
+            "POST",
+            "/v1/chat/completions",
+            json={"model": "gpt-fake", "n": "x", "messages": [{"role": "user", "content": "x"}]},
+            headers=env.auth(),
+        )
+        assert answer.status == 400
+        [record] = (await records(env, "model=gpt-fake")).json()["data"]  # found none
+        assert (record["model"], record["status"]) == ("gpt-fake", 400)
+
+
+async def test_a_stream_broken_off_is_an_error_in_the_filter_and_the_usage() -> None:
+    async with provisioned("scale") as env:
+        parts = [chunk(role="assistant"), chunk("a"), chunk("b")]
+        env.upstream.stream = ScriptedStream(parts, fail_after=2)
+        assert (await env.chat(stream=True)).status == 200
+        env.upstream.stream = None
+        assert (await env.chat()).status == 200
+        [broken] = (await records(env, "status=error")).json()["data"]  # found none
+        assert (broken["status"], broken["error_code"]) == (200, "upstream_stream_error")
+        usage = await env.recorder.request(
+            "GET", f"/api/v1/workspaces/{env.workspace_id}/usage", headers=env.auth()
+        )
+        [row] = usage.json()["data"]
+        assert (row["requests"], row["errors"]) == (2, 1)

@@ -176,3 +176,29 @@ async def test_two_gateways_on_one_redis_write_one_log_and_one_usage(
         [row] = await logs[1].usage.read("ws_1")
         assert row.totals["requests"] == 300
         assert row.totals["cost_micro_usd"] == 300 * 1_500_000
+
+
+async def test_the_dropped_records_counter_outlives_a_restart(clock: FakeClock) -> None:
+    from gateway_kit import Gateway, GatewayConfig
+    from gateway_kit.exceptions import StorageError
+
+    class Down(MemoryStorage):
+        async def log_extend(self, *args: Any, **kwargs: Any) -> None:
+            raise StorageError("down")
+
+    def dropped(gateway: Gateway) -> float:
+        assert gateway.metrics is not None
+        value = gateway.metrics.registry().get_sample_value("gateway_request_log_dropped_total")
+        assert value is not None
+        return value
+
+    config = GatewayConfig.model_validate(
+        {"metrics": {"enabled": True}, "request_log": {"max_pending": 1000}}
+    )
+    gateway = Gateway(config, storage=Down(clock=clock), clock=clock, run_worker=False)
+    for start in range(2):
+        async with gateway:
+            for index in range(1050):
+                gateway.requests.add(made(start * 10_000 + index))
+            # A counter never goes down: the second start's log counted from 0 again.
+            assert dropped(gateway) == 50 * (start + 1)
