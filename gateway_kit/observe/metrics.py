@@ -61,7 +61,8 @@ def decided_by(record: RequestRecord) -> str:
     """Who answered the request: the layer that refused it (``limits``, ``budget``,
     ``guardian``, ``pii``, ``auth``...), ``cache`` for an answer from the cache, ``upstream``
     for one that went to a model (answered or failed there), ``gateway`` for a request refused
-    before any layer decided (a malformed body, an unknown model)."""
+    before any layer decided (a malformed body, an unknown model), ``client`` for one whose
+    client left before any answer (status 0: it was counted as the gateway's)."""
     cache = None
     for concern, verdict in record.verdicts.items():
         if getattr(verdict, "refusal", None) is not None:
@@ -70,6 +71,8 @@ def decided_by(record: RequestRecord) -> str:
             cache = verdict.action
     if cache in ("hit", "semantic"):
         return "cache"
+    if record.status == 0:
+        return "client"
     return "upstream" if "routing" in record.verdicts else "gateway"
 
 

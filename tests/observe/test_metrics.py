@@ -227,3 +227,17 @@ async def test_an_auto_models_requests_are_counted_under_its_name() -> None:
         found = samples((await scrape(env)).body.decode())
         # The refused one asked for `smart`, a name the gateway has: it was (none).
         assert total(found, "gateway_requests_total", status="429", model="smart") == 1
+
+
+def test_a_request_whose_client_left_before_any_answer_is_decided_by_the_client() -> None:
+    from gateway_kit.observe.metrics import decided_by
+
+    # Gone during the upstream call (no routing verdict yet): it read "gateway", which means a
+    # bad body or an unknown model.
+    assert decided_by(record(status=0, verdicts={"cache": CacheVerdict(action="miss")})) == (
+        "client"
+    )
+    assert decided_by(record(status=400, verdicts={})) == "gateway"
+    assert decided_by(record(status=200, verdicts={"cache": CacheVerdict(action="hit")})) == (
+        "cache"
+    )
