@@ -187,7 +187,10 @@ class CachedAnswer:
             return SSEEvent.of_json({**head, "choices": [choice]})
 
         message = self.message
-        events = [chunk({"role": "assistant", "content": ""})]
+        # As upstreams open it: content "" for a text answer, null for tool calls or a refusal
+        # (a replay opening with "" gave the SDK's accumulation '' where the live one had None).
+        opening = "" if isinstance(message.get("content"), str) else None
+        events = [chunk({"role": "assistant", "content": opening})]
         others = [
             (k, v) for k, v in message.items() if k not in _DELTA_FIELDS and v not in ([], {})
         ]

@@ -512,6 +512,10 @@ async def test_tool_calls_are_stored_and_replayed_per_call() -> None:
             for d in json.loads(e)["choices"][0]["delta"].get("tool_calls") or ()
         )
         assert json.loads(arguments) == {"q": "x" * 600}
+        # Opened as upstreams open a tool call's stream: content null, as the message has it
+        # (a replay opening with "" gave the SDK's accumulation '' where the live one had None).
+        opening = json.loads(replay.events()[0])["choices"][0]["delta"]
+        assert opening == {"role": "assistant", "content": None}
 
 
 async def test_a_purge_empties_the_workspaces_answers_only() -> None:

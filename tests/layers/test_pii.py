@@ -196,6 +196,46 @@ async def test_a_value_with_newlines_goes_back_into_tool_call_arguments_as_valid
             assert json.loads(streamed) == {"key": PEM, "note": "für Zoë"}, cut
 
 
+@pytest.mark.parametrize("kind", ["json_object", "json_schema"])
+async def test_structured_output_gets_its_values_back_as_valid_json(kind: str) -> None:
+    """Content asked for as JSON is JSON: a value with newlines went back raw into its string
+    (the SDK's parse failed, JSON and streamed)."""
+    prompt = f"Store this for Zoë:\n{PEM}\nthanks"
+    content = '{"key": "<API_KEY_1>", "note": "für Zoë"}'
+    schema = {"name": "stored", "schema": {"type": "object"}}
+    response_format = {"type": kind, **({"json_schema": schema} if kind == "json_schema" else {})}
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        env.upstream.json_body = answer(content)
+        response = await ask(env, user(prompt), response_format=response_format)
+        assert PEM not in env.upstream.requests[-1].content.decode()
+        parsed = json.loads(response.json()["choices"][0]["message"]["content"])
+        assert parsed == {"key": PEM, "note": "für Zoë"}
+        for cut in (5, 12, 20, len(content) - 3):
+            env.upstream.stream = ScriptedStream(
+                [chunk(content[:cut]), chunk(content[cut:]), chunk(finish="stop"), DONE]
+            )
+            streamed = await ask(env, user(prompt), response_format=response_format, stream=True)
+            assert json.loads(streamed_text(streamed)) == {"key": PEM, "note": "für Zoë"}, cut
+        # Without response_format the content is text: the value goes back as it is.
+        env.upstream.stream = None
+        env.upstream.json_body = answer("Stored <API_KEY_1>")
+        text = (await ask(env, user(prompt))).json()["choices"][0]["message"]["content"]
+        assert text == f"Stored {PEM}"
+
+
+async def test_a_stop_sequence_holding_a_value_is_masked_with_the_prompt() -> None:
+    async with provisioned("scale", pii={"mode": "enforce", "placeholders": "ordered"}) as env:
+        await ask(
+            env,
+            user("Write to anna@example.se, then stop."),
+            stop=["anna@example.se", "END"],
+        )
+        sent = env.upstream.sent_json()
+        # The model reads the placeholder: a stop on the raw value never fired (and leaked it).
+        assert sent["stop"] == ["<EMAIL_1>", "END"]
+        assert "anna@example.se" not in env.upstream.requests[-1].content.decode()
+
+
 async def test_keyed_placeholders_are_the_same_in_every_request_whatever_came_before() -> None:
     async with provisioned("scale", pii={"mode": "enforce"}) as env:
         await ask(env, user("Mail anna.lindqvist@example.se"))

@@ -20,6 +20,7 @@ request through unmasked (``open``).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.pii import PIISettings
@@ -133,7 +134,9 @@ class PIIMiddleware(GatewayLayer):
         if kind == "chat" and self.mode is Mode.ENFORCE:
             # In `cache` scope the model's answer holds no placeholder, but one served from
             # the cache does.
-            ctx.transforms.append(RestoreTransform(vault.values))
+            ctx.transforms.append(
+                RestoreTransform(vault.values, json_content=_asks_for_json(payload))
+            )
         return receive
 
     async def _numbering(self) -> Numbering:
@@ -165,3 +168,13 @@ class PIIMiddleware(GatewayLayer):
             self._workspaces.clear()
         self._workspaces[principal.workspace_id] = (settings, policy)
         return policy
+
+
+def _asks_for_json(payload: dict[str, Any]) -> bool:
+    """Whether the answer's content is JSON (``response_format`` ``json_object`` or
+    ``json_schema``): a value goes back into it escaped, as into tool-call arguments."""
+    response_format = payload.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in (
+        "json_object",
+        "json_schema",
+    )

@@ -93,6 +93,11 @@ class PIIPolicy:
         if config.mask_tool_descriptions and isinstance(tools, list):
             masked["tools"] = [self._tool(tool, vault) for tool in tools]
         self._fields(payload, masked, vault)
+        stop = payload.get("stop")  # the model writes the placeholder: it must stop there
+        if isinstance(stop, str):
+            masked["stop"] = self._text(stop, vault)
+        elif isinstance(stop, list):
+            masked["stop"] = [self._text(s, vault) if isinstance(s, str) else s for s in stop]
         prediction = payload.get("prediction")
         if isinstance(prediction, dict) and "content" in prediction:
             masked["prediction"] = {

@@ -23,8 +23,13 @@ __all__ = ["RestoreTransform"]
 
 
 class RestoreTransform(ResponseTransform):
-    def __init__(self, values: dict[str, str]) -> None:
+    """``json_content``: the answer's content is JSON (structured output), restored as tool
+    calls' arguments are (a private key's newlines went back raw into a JSON string, and the
+    SDK's parse failed on the answer)."""
+
+    def __init__(self, values: dict[str, str], *, json_content: bool = False) -> None:
         self._values = values
+        self._json_content = json_content
         self._in_arguments: dict[str, str] | None = None  # made when a tool call comes
         numbers = {placeholder[1:-1].rsplit("_", 1)[1] for placeholder in values}
         self._markers_bytes = [f"_{number}".encode() for number in numbers]
@@ -46,14 +51,14 @@ class RestoreTransform(ResponseTransform):
         choices = answer.get("choices") if isinstance(answer, dict) else None
         if not isinstance(choices, list):
             return
-        values, changed = self._values, False
+        changed = False
         for choice in choices:
             message = choice.get("message") if isinstance(choice, dict) else None
             if not isinstance(message, dict):
                 continue
             for field, text in message.items():
                 if field != "role" and isinstance(text, str):
-                    restored = restore_text(text, values)
+                    restored = restore_text(text, self._values_for(field))
                     if restored != text:
                         message[field], changed = restored, True
             for call in message.get("tool_calls") or ():
@@ -146,9 +151,15 @@ class RestoreTransform(ResponseTransform):
     def _stream(self, index: int, slot: str | int) -> StreamRestorer:
         restorer = self._streams.get((index, slot))
         if restorer is None:
-            values = self._values if isinstance(slot, str) else self._argument_values()
+            values = self._values_for(slot) if isinstance(slot, str) else self._argument_values()
             restorer = self._streams[(index, slot)] = StreamRestorer(values)
         return restorer
+
+    def _values_for(self, field: str) -> dict[str, str]:
+        """The values as a message's text ``field`` holds them (JSON content: escaped)."""
+        if field == "content" and self._json_content:
+            return self._argument_values()
+        return self._values
 
     def _argument_values(self) -> dict[str, str]:
         """The values as a tool call's arguments (JSON) hold them."""
