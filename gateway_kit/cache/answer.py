@@ -189,8 +189,8 @@ class CachedAnswer:
         message = self.message
         # As upstreams open it: content "" for a text answer, null for tool calls or a refusal
         # (a replay opening with "" gave the SDK's accumulation '' where the live one had None).
-        opening = "" if isinstance(message.get("content"), str) else None
-        events = [chunk({"role": "assistant", "content": opening})]
+        text = "" if isinstance(message.get("content"), str) else None
+        events = [chunk({"role": "assistant", "content": text})]
         others = [
             (k, v) for k, v in message.items() if k not in _DELTA_FIELDS and v not in ([], {})
         ]
