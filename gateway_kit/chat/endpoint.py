@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -39,7 +39,7 @@ from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
 from gateway_kit.pipeline.verdicts import Refusal
 from gateway_kit.providers.base import ChatCall, EmbeddingsCall
-from gateway_kit.routing import ModelRoute, Routed, RoutingFailed
+from gateway_kit.routing import Attempt, ModelRoute, Routed, RoutingFailed
 from gateway_kit.sse import SSEEvent
 
 __all__ = ["ChatCompletionsEndpoint", "EmbeddingsEndpoint"]
@@ -189,9 +189,21 @@ async def _traced(
     with ctx.tracing.span(
         f"{operation} {route.name}", kind="CLIENT", attributes=attributes
     ) as span:
-        routed = await call
+        try:
+            routed = await call
+        except RoutingFailed as failed:  # every deployment failed: what was tried
+            span.set_attributes(_tried(failed.attempts, failed.retries))
+            raise
         _describe_upstream(span, routed)
         return routed
+
+
+def _tried(attempts: Sequence[Attempt], retries: int) -> dict[str, Any]:
+    """The attempts that failed (as the request's span and record list them) and retries."""
+    return {
+        "gateway_kit.retries": retries,
+        "gateway_kit.fallbacks": [attempt.label() for attempt in attempts],
+    }
 
 
 def _describe_upstream(span: Any, routed: Routed) -> None:
@@ -201,8 +213,7 @@ def _describe_upstream(span: Any, routed: Routed) -> None:
             "gen_ai.response.model": deployment.model,
             "gen_ai.provider.name": deployment.provider_name,
             "gateway_kit.upstream_model": deployment.upstream_model,
-            "gateway_kit.retries": routed.retries,
-            "gateway_kit.fallbacks": routed.fallbacks,
+            **_tried(routed.attempts, routed.retries),
             "http.response.status_code": routed.response.status,
         }
     )

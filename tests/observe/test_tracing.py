@@ -111,6 +111,19 @@ async def test_an_upstream_failure_marks_the_request_span_as_an_error(
     [request] = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
     assert request.status.status_code == StatusCode.ERROR
     assert dict(request.attributes or {})["error.type"] == "upstream_unavailable"
+    # The upstream call's span says what was tried, as the request's does (it said nothing
+    # when every attempt failed, and gave a count where the request's span gives the list).
+    [call] = [
+        s
+        for s in spans.get_finished_spans()
+        if s.kind == SpanKind.CLIENT and s.name == "chat gpt-fake"
+    ]
+    attributes = dict(call.attributes or {})
+    assert attributes["gateway_kit.retries"] == 0
+    assert list(attributes["gateway_kit.fallbacks"]) == ["gpt-fake@up=500"]
+    assert list(attributes["gateway_kit.fallbacks"]) == list(
+        dict(request.attributes or {})["gateway_kit.fallbacks"]
+    )
 
 
 async def test_no_span_is_made_when_tracing_is_off(global_tracer: InMemorySpanExporter) -> None:
