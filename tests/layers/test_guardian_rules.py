@@ -20,7 +20,7 @@ from gateway_kit.config.guardian import (
 )
 from gateway_kit.layers.guardian import GuardianPolicy
 from gateway_kit.layers.guardian import rules as checks
-from gateway_kit.layers.guardian.facts import facts_of, normalize_text
+from gateway_kit.layers.guardian.facts import facts_of, normalize_text, reads_as_error
 
 
 def user(text: str) -> dict[str, Any]:
@@ -222,6 +222,70 @@ def test_one_turns_parallel_calls_failing_alike_are_one_error() -> None:
     mixed = [*failed[:3], result("<html>the page</html>")]
     history = [user("Read these"), *([parallel, *failed] * 3), parallel, *mixed]
     assert checks.tool_loop(rule, facts_of(request(*history))) is None
+
+
+@pytest.mark.parametrize(
+    ("result", "failure"),
+    [
+        ("Error: 404 Not Found", True),
+        ("ValueError: bad input", True),
+        ("Traceback (most recent call last):\n  File 'x.py'", True),
+        ("Tool 'fetch' failed: timeout", True),
+        ("404 Not Found", True),
+        ("Permission denied", True),
+        ('{"detail": "Not Found"}', True),
+        ('{"error": {"message": "quota"}}', True),
+        ('{"success": false, "data": null}', True),
+        ('{"status": "failed"}', True),
+        # Successes that name failures: once "the same error" four times over.
+        ('{"success": true, "errors": []}', False),
+        ("Lint passed: no errors found.", False),
+        ('{"status": "saved", "failed_rows": 0}', False),
+        ("Saved. 0 errors, 2 warnings.", False),
+        ('{"error": null, "data": [1]}', False),
+        ("saved", False),
+        ("is_admin: false", False),
+    ],
+)
+def test_a_tool_result_reads_as_a_failure_when_it_reports_one(result: str, failure: bool) -> None:
+    assert reads_as_error(result) is failure
+
+
+def test_arguments_that_differ_in_an_id_a_date_or_a_time_are_progress() -> None:
+    rule = ToolLoopRule()
+    for name, values in (
+        ("get_record", [f"9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6{n}" for n in range(6)]),
+        ("git_show", [f"{n}f3a9c2e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3{n}" for n in range(6)]),
+        ("get_weather", [f"2026-12-0{n + 1}" for n in range(6)]),
+        ("check_slot", [f"{8 + n:02d}:00" for n in range(6)]),
+    ):
+        history: list[dict[str, Any]] = [user("Go through them")]
+        for value in values:
+            history += [call(name, key=value), result("done")]
+        # Stamps were taken out of the arguments: five calls were "the same".
+        assert checks.tool_loop(rule, facts_of(request(*history))) is None, name
+    same: list[dict[str, Any]] = [user("Go")]
+    for _ in range(5):
+        same += [call("get_record", key="9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"), result("done")]
+    assert checks.tool_loop(rule, facts_of(request(*same))) is not None
+
+
+def test_a_loop_on_the_legacy_functions_api_is_a_loop() -> None:
+    rule = ToolLoopRule()
+    history: list[dict[str, Any]] = [user("Find flights to Lisbon")]
+    for _ in range(5):
+        history += [
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "search_flights", "arguments": '{"to": "LIS"}'},
+            },
+            {"role": "function", "name": "search_flights", "content": "Error: no flights"},
+        ]
+    # The rule read only `tool_calls` and `role: "tool"`: such a loop ran to 150 steps.
+    trip = checks.tool_loop(rule, facts_of(request(*history)))
+    assert trip is not None
+    assert trip.observed == 5
 
 
 def test_an_agent_making_progress_is_no_loop() -> None:

@@ -62,6 +62,15 @@ _DIGIT_MARKS = bytes(48 if 48 <= byte <= 57 else 97 for byte in range(256))
 #: case: "Errors", "FAILED", "PermissionDenied"); a substring search is a memchr, a
 #: case-insensitive regex with word bounds took 13 us on 400 characters.
 _ERROR_WORDS = ("error", "exception", "traceback", "fail", "not found", "denied")
+#: A first line that opens with the failure ("Error: ...", "ValueError: ...", "FAILED").
+_LEADS_WITH_ERROR = re.compile(r"[\W_]*(?:\w*error|\w*exception|fail|fatal|denied|not found)")
+#: A line saying there was no failure: "no errors", "0 failed", "without error", "passed".
+_NO_FAILURE = re.compile(
+    r"\b(?:no|0|zero|without)\s+(?:\w+\s+)?(?:errors?|failures?|failed|exceptions?)\b"
+    r"|\b(?:passed|succeeded|successful(?:ly)?|success)\b"
+)
+#: A JSON result's ``status`` that reports a failure.
+_FAILED_STATUSES = frozenset({"error", "failed", "failure", "fail", "denied"})
 _MEMO_SIZE = 50_000
 #: How much of a tool's result is searched for an error.
 _ERROR_WINDOW = 400
@@ -176,6 +185,8 @@ def facts_of(payload: Mapping[str, Any], *, keep_messages: bool = True) -> Reque
             content = _dump(content)
         if calls is not None:
             calls = _calls_fingerprint(calls)
+        elif get("function_call") is not None:  # the legacy form of one call
+            calls = _dump(get("function_call"))
         key = (
             hash((get("role"), get("name"), content, get("tool_call_id"), calls)),
             len(content) if content is not None else 0,
@@ -293,16 +304,20 @@ def _calls_fingerprint(calls: Any) -> Any:
 def _message_facts(message: Mapping[str, Any]) -> MessageFacts:
     role = message.get("role")
     role = role if isinstance(role, str) else ""
-    calls = _tool_calls(message.get("tool_calls"))
+    listed = message.get("tool_calls")
+    legacy = message.get("function_call")
+    if listed is None and isinstance(legacy, dict):
+        listed = [{"function": legacy}]  # the legacy form of one call
+    calls = _tool_calls(listed)
     raw = _text_of(message.get("content"))
     # What a loop re-sends with a new stamp each time is its prompt (a cron's "Now: 09:01")
-    # and its tool calls' arguments; a tool's result is compared as it is, unless it is an
-    # error, read from its start (where errors say so), compared without its stamps.
+    # and its tool calls' arguments (the canonical request, ``repeat``'s); a tool's result is
+    # compared as it is, unless it reports a failure, compared without its stamps.
     tool_error = None
     text = raw.encode()
-    if role == "tool":
-        head = raw[:_ERROR_WINDOW].lower()
-        if any(word in head for word in _ERROR_WORDS):
+    if role in ("tool", "function"):  # ``function``: a legacy function's result
+        role = "tool"
+        if reads_as_error(raw):
             tool_error = hashlib.blake2b(normalize(text), digest_size=16).digest()
     elif role != "assistant":
         text = normalize(text)
@@ -315,7 +330,11 @@ def _message_facts(message: Mapping[str, Any]) -> MessageFacts:
     digest = hashlib.blake2b(canonical, digest_size=16).digest()
     tool_calls = None
     if role == "assistant" and calls:
-        tool_calls = hashlib.blake2b(called, digest_size=16).digest()
+        # ``tool_loop`` compares the arguments as they are (key order and spacing aside): an
+        # agent working through records by id, commit, day or hour is making progress (with
+        # the stamps taken out, five such calls were "the same arguments").
+        exact = _dump(_tool_calls(listed, exact=True)).encode()
+        tool_calls = hashlib.blake2b(exact, digest_size=16).digest()
     return MessageFacts(role, digest, tool_calls, tool_error, estimate_message_tokens(message))
 
 
@@ -335,8 +354,9 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _tool_calls(calls: Any) -> list[list[str]]:
-    """Each call's function name and canonical arguments (ids left out), sorted."""
+def _tool_calls(calls: Any, *, exact: bool = False) -> list[list[str]]:
+    """Each call's function name and canonical arguments (ids left out; stamps too unless
+    ``exact``), sorted."""
     if not isinstance(calls, list):
         return []
     out = []
@@ -346,18 +366,76 @@ def _tool_calls(calls: Any) -> list[list[str]]:
             continue
         name = function.get("name")
         arguments = function.get("arguments")
-        out.append([name if isinstance(name, str) else "", _canonical_arguments(arguments)])
+        canonical = _canonical_arguments(arguments)
+        out.append(
+            [
+                name if isinstance(name, str) else "",
+                canonical if exact else normalize_text(canonical),
+            ]
+        )
     return sorted(out)
 
 
 def _canonical_arguments(arguments: Any) -> str:
+    """Arguments as canonical JSON (key order and spacing aside); text that is no JSON as it
+    is."""
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments)
         except ValueError:
-            return normalize_text(arguments)
-        return normalize_text(_dump(parsed))
-    return normalize_text(_dump(arguments))
+            return arguments
+        return _dump(parsed)
+    return _dump(arguments)
+
+
+def reads_as_error(result: str) -> bool:
+    """Whether a tool's result reports a failure. A JSON object says so in its fields
+    (``error`` or ``errors`` not empty, ``success`` or ``ok`` false, a failed ``status``);
+    text, in its first line or a Python traceback, unless that line says there was none
+    ("no errors", "0 failed", "passed"). Words of failure anywhere near the start once
+    sufficed, and ``{"success": true, "errors": []}`` or "Lint passed: no errors found."
+    made a batch of successful writes a loop of the same error."""
+    head = result[:_ERROR_WINDOW].lower()
+    if not any(word in head for word in _ERROR_WORDS) and "false" not in head:
+        return False  # the usual case: one search per word, in C
+    stripped = head.lstrip()
+    if stripped.startswith("{"):
+        try:
+            document = json.loads(result)
+        except ValueError:
+            document = None
+        if isinstance(document, dict):
+            return _json_failure(document)
+    if "traceback (most recent call last)" in head:
+        return True
+    return _line_reports_failure(stripped.split("\n", 1)[0])
+
+
+def _line_reports_failure(line: str) -> bool:
+    """A (lower-cased) first line that reports a failure."""
+    if not any(word in line for word in _ERROR_WORDS):
+        return False  # failure words further on: the result's data, not its outcome
+    if _LEADS_WITH_ERROR.match(line):
+        return True
+    return _NO_FAILURE.search(line) is None
+
+
+def _json_failure(document: dict[str, Any]) -> bool:
+    """A JSON object's fields: a failure said in ``error``/``errors``/``exception``, a false
+    ``success``/``ok``, a failed ``status``, or a ``detail``/``message`` that reads as one
+    (FastAPI's ``{"detail": "Not Found"}``); counters such as ``"failed_rows": 0`` are data."""
+    lowered = {str(key).lower(): value for key, value in document.items()}
+    if lowered.get("error") or lowered.get("errors") or lowered.get("exception"):
+        return True
+    if lowered.get("success") is False or lowered.get("ok") is False:
+        return True
+    status = lowered.get("status")
+    if isinstance(status, str) and status.lower() in _FAILED_STATUSES:
+        return True
+    return any(
+        isinstance(text, str) and _line_reports_failure(text[:_ERROR_WINDOW].lower())
+        for text in (lowered.get("detail"), lowered.get("message"))
+    )
 
 
 def _dump(value: Any) -> str:
