@@ -161,3 +161,12 @@ def test_an_invalid_config_stops_start_up_naming_file_and_field(
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "serve" in capsys.readouterr().out
+
+
+def test_a_short_wait_is_told_in_seconds() -> None:
+    from gateway_kit.cli.status import _duration
+
+    assert _duration(29.2) == "30 s"  # a 30 s cooldown read "1 min"
+    assert _duration(0) == "now"
+    assert _duration(125) == "2 min"
+    assert _duration(3 * 3600 + 60) == "3 h 1 min"

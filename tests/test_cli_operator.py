@@ -254,3 +254,15 @@ def test_read_only_verbs_never_create_a_database(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "using the default storage" in done.stderr
     assert (tmp_path / "gateway-kit.db").exists()
+    # With a configuration that names no storage, the notice does not ask for --config.
+    (tmp_path / "gateway.toml").write_text('[limits]\nmode = "enforce"\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway_kit.cli", "workspaces", "list", "--config", "gateway.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(the configuration names no [storage])" in done.stderr

@@ -80,9 +80,13 @@ def _check_storage(config: GatewayConfig, args: argparse.Namespace, *, reads_onl
     file = sqlite_path(url)
     path = None if file is None else Path(file)
     if url == DEFAULT_STORAGE:
+        hint = (
+            "the configuration names no [storage]"
+            if getattr(args, "config", None)
+            else "give --config or GATEWAY_KIT_CONFIG for another"
+        )
         print(
-            f"gateway-kit: using the default storage, {url} in {Path.cwd()} (give --config or "
-            "GATEWAY_KIT_CONFIG for another)",
+            f"gateway-kit: using the default storage, {url} in {Path.cwd()} ({hint})",
             file=sys.stderr,
         )
     if reads_only and path is not None and not path.exists():

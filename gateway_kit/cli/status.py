@@ -13,6 +13,7 @@ its deployments' health (``GET /api/v1/admin/routes``, with the operator token f
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -235,6 +236,8 @@ def render(me: dict[str, Any], *, now: float) -> str:
 def _duration(seconds: float) -> str:
     if seconds <= 0:
         return "now"
+    if seconds < 120:  # a cooldown of 30 s read "1 min"
+        return f"{math.ceil(seconds)} s"
     minutes = int(seconds // 60)
     days, minutes = divmod(minutes, 1440)
     hours, minutes = divmod(minutes, 60)

@@ -95,11 +95,18 @@ def check_pattern(name: str, pattern: str) -> None:
         raise ValueError(f"pattern {name}: not a regular expression {syntax} ({detail})") from None
     if compiled.fullmatch(""):
         raise ValueError(f"pattern {name}: matches the empty string")
-    if engine is None and _nested_repeat(list(_parser.parse(pattern)), inside=False):
-        raise ValueError(
-            f"pattern {name}: a repetition inside a repetition (such as (a+)+) can take "
-            "exponential time; write it without"
-        )
+    if engine is None:
+        parsed = list(_parser.parse(pattern))
+        if _nested_repeat(parsed, inside=False):
+            raise ValueError(
+                f"pattern {name}: a repetition inside a repetition (such as (a+)+) can take "
+                "exponential time; write it without"
+            )
+        # What RE2 refuses is refused here too: a pattern stored by a gateway without the
+        # extra would fail on the one that runs it (a lookaround was stored with a 200).
+        beyond = _beyond_re2(parsed)
+        if beyond is not None:
+            raise ValueError(f"pattern {name}: RE2 has no {beyond}; write it without")
 
 
 def re2() -> Any:
@@ -131,6 +138,34 @@ def compile_pattern(pattern: str) -> Any:
 
 
 _REPEATS = {_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT}
+
+
+_BEYOND_RE2 = {
+    _constants.ASSERT: "lookaround",
+    _constants.ASSERT_NOT: "lookaround",
+    _constants.GROUPREF: "backreference",
+    _constants.GROUPREF_EXISTS: "conditional group",
+}
+
+
+def _beyond_re2(items: list[Any]) -> str | None:
+    """The first construct of parsed ``items`` RE2 does not have, or ``None``."""
+    for op, argument in items:
+        if op in _BEYOND_RE2:
+            return _BEYOND_RE2[op]
+        if op in _REPEATS:
+            children = [argument[2]]
+        elif op is _constants.SUBPATTERN:
+            children = [argument[-1]]
+        elif op is _constants.BRANCH:
+            children = list(argument[1])
+        else:
+            continue
+        for child in children:
+            found = _beyond_re2(list(child))
+            if found is not None:
+                return found
+    return None
 
 
 def _nested_repeat(items: list[Any], *, inside: bool) -> bool:

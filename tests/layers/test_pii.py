@@ -372,6 +372,24 @@ async def test_bad_workspace_settings_are_refused_and_change_nothing(
         assert await env.gateway.pii_settings.get(env.workspace_id) == PIISettings()
 
 
+@pytest.mark.parametrize("pattern", ["(?=ACME)ACME-\\d+", "(?<!x)ACME", "(A)CME-\\1"])
+async def test_without_re2_a_pattern_re2_refuses_is_refused_too(
+    pattern: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway without the pii extra (masking off) stored a lookaround with a 200: the one
+    that runs the pattern, under RE2, could not."""
+    import gateway_kit.config.pii as config
+
+    monkeypatch.setattr(config, "_RE2", False)  # as without google-re2
+    async with provisioned("scale") as env:
+        path = f"/api/v1/workspaces/{env.workspace_id}/pii"
+        change = {"patterns": {"ACME_ID": pattern}}
+        response = await env.recorder.request("PATCH", path, json=change, headers=env.auth())
+        assert response.status == 400
+        assert response.json()["error"]["param"] == "patterns.ACME_ID"
+        assert "RE2 has no" in response.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
