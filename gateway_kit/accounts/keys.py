@@ -52,6 +52,8 @@ class Principal:
     workspace_id: str
     key_id: str
     scopes: frozenset[KeyScope]
+    #: Authenticated by a secret in a rotation's grace period (being retired).
+    retiring: bool = False
 
     def allows(self, scope: KeyScope) -> bool:
         return scope in self.scopes
@@ -168,7 +170,10 @@ class Keys:
         if not hmac.compare_digest(record["hash"], digest):
             return None
         principal = Principal(
-            record["workspace_id"], record["key_id"], _scopes_of(record, self.unscoped)
+            record["workspace_id"],
+            record["key_id"],
+            _scopes_of(record, self.unscoped),
+            retiring=bool(record.get("retiring")),
         )
         # A secret in its grace period is not cached: its entry's expiry is the store's to
         # enforce, to the second.

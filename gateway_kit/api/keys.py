@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway_kit.accounts.keys import ApiKey
+from gateway_kit.accounts.keys import ApiKey, Principal
 from gateway_kit.accounts.scopes import ROLES, KeyScope, ScopeError, parse_scopes, role_scopes
 from gateway_kit.api._auth import check_grant, requires
 from gateway_kit.api._common import (
@@ -48,6 +48,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def create_key(request: Request) -> Response:
         caller = principal_of(request)
         try:
+            await may_make_keys(caller, "make keys")
             body = await json_body(request, optional=True)
             check_fields(body, ["name", "role", "scopes"])
             name = string_field(body, "name", default="default")
@@ -68,7 +69,9 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def rotate_key(request: Request) -> Response:
         try:
             key = await _find(request)
-            check_grant(principal_of(request), key.scope_set, "rotate a key with more scopes")
+            caller = principal_of(request)
+            await may_make_keys(caller, "rotate keys")
+            check_grant(caller, key.scope_set, "rotate a key with more scopes")
             body = await json_body(request, optional=True)
             check_fields(body, ["grace_period_s"])
             grace = number_field(body, "grace_period_s", default=0, low=0, high=MAX_GRACE_S)
@@ -82,13 +85,31 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def revoke_key(request: Request) -> Response:
         try:
             key = await _find(request)
-            check_grant(principal_of(request), key.scope_set, "revoke a key with more scopes")
+            caller = principal_of(request)
+            if caller.retiring:
+                raise _retiring("revoke keys")
+            check_grant(caller, key.scope_set, "revoke a key with more scopes")
             revoked = await gateway.keys.revoke(key.workspace_id, key.key_id)
         except ApiError as exc:
             return exc.response()
         except NotFoundError:
             return _not_found().response()
         return json_response(revoked.public())
+
+    async def may_make_keys(caller: Principal, what: str) -> None:
+        """A secret being retired may not mint or rotate keys (its holder, after a leak, got
+        a secret that never expires and cut off the owner's new one); nor may a key with a
+        budget cap (the keys it made or took over spent outside its cap, one lifted it)."""
+        if caller.retiring:
+            raise _retiring(what)
+        settings = await gateway.ledger.settings(caller.workspace_id)
+        if caller.key_id in settings.key_caps:
+            raise ApiError(
+                403,
+                f"A key with a budget cap may not {what}: they would spend outside its cap. "
+                "Ask a key without a cap.",
+                code="key_capped",
+            )
 
     async def _find(request: Request) -> ApiKey:
         workspace_id = principal_of(request).workspace_id
@@ -142,3 +163,12 @@ def requested_scopes(body: dict[str, Any]) -> frozenset[KeyScope]:
 
 def _not_found() -> ApiError:
     return ApiError(404, "No such key in this workspace.", code="key_not_found", param="key_id")
+
+
+def _retiring(what: str) -> ApiError:
+    return ApiError(
+        403,
+        f"This secret is in its rotation's grace period: it may not {what}. Use the key's new "
+        "secret.",
+        code="key_retiring",
+    )

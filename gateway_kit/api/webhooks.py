@@ -170,6 +170,7 @@ def webhook_routes(gateway: Gateway) -> list[Route]:
             event_id=event.event_id,
             attempt_number=1,
             deadline_s=gateway.config.webhooks.timeout_s,
+            test=True,
         )
         # Status, latency and error class only: the receiver's body could hold anything.
         return json_response(

@@ -20,6 +20,9 @@ import httpx
 
 from gateway_kit.webhooks.signing import delivery_headers
 
+#: The header a test delivery carries (``POST .../webhooks/{id}/test``).
+TEST_HEADER = "X-Service-Test"
+
 Outcome = Literal["success", "retry", "reject"]
 
 
@@ -56,10 +59,16 @@ async def attempt(
     attempt_number: int,
     deadline_s: float,
     clock: Callable[[], float] = time.time,
+    test: bool = False,
 ) -> AttemptResult:
+    """One delivery attempt. ``test``: a sample event sent on request (``POST .../test``),
+    marked ``X-Service-Test: true`` so that a receiver can tell it from a real one (a signed
+    sample ``payment.succeeded`` read as a payment)."""
     started_at = clock()
     headers = delivery_headers(event_id, body, secret, now=started_at)
     headers["X-Service-Delivery-Attempt"] = str(attempt_number)
+    if test:
+        headers[TEST_HEADER] = "true"
     request = client.build_request("POST", url, content=body, headers=headers)
     begun = time.perf_counter()
     status, error = 0, None

@@ -128,3 +128,46 @@ async def test_a_storage_failure_is_a_503_to_retry_not_a_500(
         assert listed.headers["retry-after"] == "1"
         error = listed.json()["error"]
         assert (error["type"], error["code"]) == ("api_error", "storage_unavailable")
+
+
+async def test_a_secret_in_its_grace_period_may_not_mint_or_rotate_keys() -> None:
+    """After a leak the owner rotates with a grace period; the leaked secret rotated the key
+    again (the owner's new secret died) and kept a secret that never expires."""
+    async with provisioned() as env:
+        me = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        rotated = await env.recorder.request(
+            "POST", keys_path(env, f"/{me}/rotate"), json={"grace_period_s": 60}, headers=env.auth()
+        )
+        new_secret = rotated.json()["key"]
+        old = env.auth()  # the leaked secret, in its grace period
+        for method, suffix in (("POST", f"/{me}/rotate"), ("POST", "")):
+            refused = await env.recorder.request(method, keys_path(env, suffix), headers=old)
+            assert refused.status == 403, suffix
+            assert refused.json()["error"]["code"] == "key_retiring"
+        assert (await env.chat(new_secret)).status == 200  # the owner's new secret lives
+        # Reading still works for the grace period, as inference does.
+        assert (await env.recorder.request("GET", keys_path(env), headers=old)).status == 200
+
+
+async def test_a_capped_key_may_not_mint_or_take_over_keys() -> None:
+    """A capped key made a sibling with budget:write, and it lifted the cap."""
+    from gateway_kit.accounts.spend import BudgetSettings
+
+    async with provisioned() as env:
+        me = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        sibling = await env.gateway.keys.create(env.workspace_id, name="other")
+        await env.gateway.ledger.save_settings(env.workspace_id, BudgetSettings(key_caps={me: 1}))
+        made = await env.recorder.request(
+            "POST", keys_path(env), json={"scopes": ["budget:write"]}, headers=env.auth()
+        )
+        assert made.status == 403
+        assert made.json()["error"]["code"] == "key_capped"
+        taken = await env.recorder.request(
+            "POST", keys_path(env, f"/{sibling.key.key_id}/rotate"), headers=env.auth()
+        )
+        assert taken.status == 403
+        # Revoking takes nothing: still allowed.
+        revoked = await env.recorder.request(
+            "DELETE", keys_path(env, f"/{sibling.key.key_id}"), headers=env.auth()
+        )
+        assert revoked.status == 200

@@ -358,3 +358,13 @@ async def test_the_test_endpoint_reports_status_latency_and_error_class_only(
         [hit] = await receiver.wait_for("/probe", 1)
         assert json.loads(hit.body)["event"] == "payment.failed"
         assert hit.headers["x-service-signature"] == independent_signature(hit.body)
+        # A sample, said so: a signed test payment.succeeded was read as a payment.
+        assert hit.headers["x-service-test"] == "true"
+
+
+async def test_a_real_delivery_carries_no_test_marker(receiver: Receiver) -> None:
+    async with hub() as (env, _):
+        await create(env, receiver.script("/real", [200]))
+        await publish(env)
+        [hit] = await receiver.wait_for("/real", 1)
+        assert "x-service-test" not in hit.headers
