@@ -81,18 +81,27 @@ def test_workspaces_and_keys_from_the_command_line(
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
-        (["workspaces", "create", "--email", "not-an-email"], "not an e-mail address"),
-        (["workspaces", "create", "--email", "a@b.co", "--plan", "gold"], "no plan named 'gold'"),
-        (["keys", "create", "--workspace", "ws_nosuch"], "no workspace ws_nosuch"),
-        (["keys", "revoke", "kid_nosuch", "--workspace", "ws_nosuch"], "no active key"),
+        # A value the accounts refuse is a usage error, named (it exited 1, as storage does).
+        (["workspaces", "create", "--email", "not-an-email"], 2, "email: not an e-mail address"),
+        (
+            ["workspaces", "create", "--email", "a@b.co", "--plan", "gold"],
+            2,
+            "plan: no plan named 'gold'",
+        ),
+        (["keys", "create", "--workspace", "ws_nosuch"], 1, "no workspace ws_nosuch"),
+        (["keys", "revoke", "kid_nosuch", "--workspace", "ws_nosuch"], 1, "no active key"),
     ],
 )
 def test_operator_mistakes_get_clear_messages(
-    config_file: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+    config_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    code: int,
+    message: str,
 ) -> None:
-    assert main([*args, "--config", str(config_file)]) == 1
+    assert main([*args, "--config", str(config_file)]) == code
     assert message in capsys.readouterr().err
 
 

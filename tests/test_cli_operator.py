@@ -78,7 +78,7 @@ def test_show_set_plan_set_email_suspend_and_resume(
     assert f"workspace_id  {workspace}\n" in human
     assert "used_requests 0" in human
 
-    error = one_line_error(capsys, "workspaces", "set-plan", workspace, "gold", *cfg, code=1)
+    error = one_line_error(capsys, "workspaces", "set-plan", workspace, "gold", *cfg, code=2)
     assert "no plan named 'gold'" in error
     error = one_line_error(capsys, "workspaces", "show", "ws_nosuch", *cfg, code=1)
     assert error == "gateway-kit: no workspace ws_nosuch"
@@ -91,7 +91,7 @@ def test_delete_needs_yes_and_force_for_money(
     error = one_line_error(capsys, "workspaces", "delete", workspace, *cfg)
     assert error.startswith("gateway-kit: --yes: deleting a workspace removes")
     run_json(capsys, "wallet", "topup", "--workspace", workspace, "--amount", "2", *cfg)
-    error = one_line_error(capsys, "workspaces", "delete", workspace, "--yes", *cfg, code=1)
+    error = one_line_error(capsys, "workspaces", "delete", workspace, "--yes", *cfg, code=2)
     assert "holds $2.00; delete with --force" in error
     deleted = run_json(capsys, "workspaces", "delete", workspace, "--yes", "--force", *cfg)
     assert isinstance(deleted, dict)

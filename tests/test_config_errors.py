@@ -331,6 +331,19 @@ def test_every_gateway_kit_variable_read_in_the_project_is_known() -> None:
             "routing.allowed_fails: Input should be less than or equal to 1000000",
         ),
         ("[budget]\nwarn_at = 1.5\n", "budget.warn_at: Input should be less than or equal to 1"),
+        # Accepted before, then a traceback (lease), a 500 (weights) or a failed retry.
+        (
+            "[webhooks]\nlease_s = inf\n",
+            "webhooks.lease_s: Input should be less than or equal to 3600",
+        ),
+        (
+            "[webhooks]\nretry_backoff_s = [1, nan, 30, 300]\n",
+            "webhooks.retry_backoff_s: delays are seconds from 0 to 604800 (a week)",
+        ),
+        (
+            '[pii]\nphone_region = "UK"\n',
+            "pii.phone_region: 'UK' is no region libphonenumber knows (the United Kingdom is GB)",
+        ),
         (
             "[auth]\ncache_ttl_s = -1\n",
             "auth.cache_ttl_s: Input should be greater than or equal to 0",
@@ -557,10 +570,11 @@ def test_a_flagship_without_a_price_is_refused(
 ) -> None:
     """Every saving is measured against it: unpriced, they were all shown as $0."""
     config = write(tmp_path, '[cost]\nflagship_model = "no-such-model-xyz"\n')
+    # The file is named, as the loader's errors name it (only `serve` did).
     assert run(capsys, config, "workspaces", "list") == (
         2,
-        "gateway-kit: cost.flagship_model: no price for 'no-such-model-xyz': name a model of "
-        "`models` with a price, or one the price table knows (e.g. gpt-5.1)",
+        f"gateway-kit: {config}: cost.flagship_model: no price for 'no-such-model-xyz': name a "
+        "model of `models` with a price, or one the price table knows (e.g. gpt-5.1)",
     )
 
 
@@ -728,3 +742,39 @@ def test_a_provider_timeout_without_end_is_refused_at_start(
     code, line = run(capsys, config)
     assert code == 2
     assert "providers[0].timeout_s: Input should be less than or equal to 86400" in line
+
+
+def test_a_deployment_weight_without_end_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two weights of 1e308 (or one inf) started, and every chat request was a 500.
+    models = (
+        '\n[[models]]\nname = "w"\n'
+        'deployments = [{provider = "up", weight = 1e308}, {provider = "up", weight = 1e308}]\n'
+    )
+    code, line = run(capsys, write(tmp_path, models))
+    assert code == 2
+    assert "models[1].deployments[0].weight: Input should be less than or equal to 1000000" in line
+
+
+def test_a_price_as_the_price_table_does_not_know_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A typo left the model unpriced (every budget passed unreserved), without a word.
+    config = write(tmp_path, '\n[[models]]\nname = "typo"\nprovider = "up"\nprice_as = "nope"\n')
+    code, line = run(capsys, config)
+    assert code == 2
+    assert line.startswith(f"gateway-kit: {config}: models[1].price_as:"), line
+    assert "the price table has no 'nope'" in line
+
+
+def test_an_empty_configuration_path_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["workspaces", "list", "--config", ""])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert err == [
+        "gateway-kit: the configuration path is empty (--config '' or GATEWAY_KIT_CONFIG=): "
+        "give a configuration file, or leave it unset for the defaults"
+    ]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from gateway_kit import __version__
 from gateway_kit.cli import budget, cache, keys, logs, serve, status, wallet, worker, workspaces
-from gateway_kit.exceptions import ConfigError, GatewayError
+from gateway_kit.exceptions import ConfigError, GatewayError, InvalidRequestError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,6 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.handler(args)
     except ConfigError as exc:
         print(f"gateway-kit: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except InvalidRequestError as exc:
+        # A value given on the command line the accounts refuse (a plan, an e-mail address):
+        # a usage error like the others, naming what it is about (it exited 1, as storage
+        # failures do).
+        about = f"{exc.param}: " if exc.param else ""
+        print(f"gateway-kit: {about}{_one_line(exc)}", file=sys.stderr)
         return 2
     except GatewayError as exc:
         print(f"gateway-kit: {_one_line(exc)}", file=sys.stderr)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,17 @@ def add_common(
     parser.set_defaults(handler=lambda args: _run(action, args, reads_only=reads_only))
 
 
+@contextmanager
+def naming_the_file(path: str | None) -> Iterator[None]:
+    """A ``ConfigError`` raised while the gateway is made or started (a flagship without a
+    price, an embedding model on a provider without embeddings) names the configuration file,
+    as the loader's errors do (``serve`` alone named it)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}" if path else str(exc)) from None
+
+
 def _run(action: Action, args: argparse.Namespace, *, reads_only: bool) -> int:
     config = load_config(args.config)
     _check_storage(config, args, reads_only=reads_only)
@@ -66,7 +78,9 @@ def _run(action: Action, args: argparse.Namespace, *, reads_only: bool) -> int:
     async def main() -> Any:
         # No delivery worker here: the serving gateways (or `gateway-kit worker`) deliver what
         # these commands publish, through the queue in the shared storage.
-        async with Gateway(config, run_worker=False) as gateway:
+        with naming_the_file(args.config):
+            gateway = Gateway(config, run_worker=False)
+        async with gateway:
             return await action(gateway, args)
 
     result = anyio.run(main)

@@ -21,9 +21,8 @@ import anyio
 
 from gateway_kit import __version__
 from gateway_kit.accounts.scopes import ADMIN_SCOPES, ROLES
-from gateway_kit.cli._store import UsageError, try_storage
+from gateway_kit.cli._store import UsageError, naming_the_file, try_storage
 from gateway_kit.config import GatewayConfig, load_config
-from gateway_kit.exceptions import ConfigError
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.logs import logging_config
 
@@ -78,10 +77,8 @@ def run(args: argparse.Namespace) -> int:
         if args.config is None:
             demo = anyio.run(demo_key, config)
             print(demo_banner(config, host, listener.getsockname()[1], demo), flush=True)
-        try:
+        with naming_the_file(args.config):  # what the gateway checks when it is made
             app = create_app(config)
-        except ConfigError as exc:  # what the gateway checks when it is made
-            raise ConfigError(f"{args.config}: {exc}" if args.config else str(exc)) from None
         # The price table, the configuration and every module are loaded by now and live as
         # long as the process: out of the garbage collector's view, full collections no longer
         # traverse them (each used to take tens of milliseconds).

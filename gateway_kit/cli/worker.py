@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from gateway_kit.cli._store import try_storage
+from gateway_kit.cli._store import naming_the_file, try_storage
 from gateway_kit.config import load_config
 from gateway_kit.gateway import Gateway
 
@@ -29,9 +29,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     try_storage(config, args.config)
 
+    with naming_the_file(args.config):
+        gateway = Gateway(config, run_worker=True)
+
     async def main() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with Gateway(config, run_worker=True):
+            async with gateway:
                 print(
                     f"gateway-kit worker: delivering webhooks from {_where(config.storage.url)}",
                     flush=True,

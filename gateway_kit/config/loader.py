@@ -51,6 +51,12 @@ def load_config(
 ) -> GatewayConfig:
     """Read ``path`` (TOML; ``None`` for the defaults), apply env overrides, validate."""
     environ = os.environ if environ is None else environ
+    if path is not None and not str(path).strip():
+        # An empty GATEWAY_KIT_CONFIG= (a .env or compose file leaves them) read as ".".
+        raise ConfigError(
+            "the configuration path is empty (--config '' or GATEWAY_KIT_CONFIG=): give a "
+            "configuration file, or leave it unset for the defaults"
+        )
     source = str(path) if path is not None else "<defaults>"
     raw = _read(Path(path), source) if path is not None else {}
     overrides, unknown = read_environment(environ)

@@ -66,6 +66,21 @@ class PIIConfig(_Config):
             raise ValueError(f"unknown kind {unknown[0]!r} (kinds: {', '.join(PII_KINDS)})")
         return kinds
 
+    @field_validator("phone_region")
+    @classmethod
+    def _known_region(cls, region: str) -> str:
+        """A region libphonenumber knows (``UK`` is ``GB``): an unknown one recognised no
+        national number, and said nothing. Checked where the ``pii`` extra is installed (the
+        loader requires it when masking is on)."""
+        try:
+            phonenumbers = importlib.import_module("phonenumbers")
+        except ImportError:
+            return region
+        if region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+            hint = " (the United Kingdom is GB)" if region.upper() == "UK" else ""
+            raise ValueError(f"{region!r} is no region libphonenumber knows{hint}")
+        return region
+
     @field_validator("patterns")
     @classmethod
     def _valid_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:

@@ -34,7 +34,7 @@ class FaultsConfig(_Config):
     #: How a failing call fails: an HTTP status (429 or 5xx), or 0 for a refused connection.
     status: int = Field(default=503)
     #: Seconds every call waits before answering (failing or not).
-    latency_s: float = Field(default=0.0, ge=0)
+    latency_s: float = Field(default=0.0, ge=0, le=3600)
     #: Cut every stream after this many events (no end marker): a stream that breaks.
     cut_after_events: int | None = Field(default=None, ge=0)
     #: Seed of the fault draws, so a run is reproducible.
@@ -72,7 +72,7 @@ class ProviderConfig(_Config):
     #: ``["temperature", "top_p"]`` for the newest Claude models); the rest pass through.
     drop_params: tuple[str, ...] = ()
     #: Mock only: seconds between streamed chunks.
-    stream_delay_s: float = Field(default=0.0, ge=0)
+    stream_delay_s: float = Field(default=0.0, ge=0, le=60)
     #: Mock only: faults to inject (errors, latency, cut streams).
     faults: FaultsConfig | None = None
     #: Anthropic only: the ``anthropic-version`` header.
@@ -151,7 +151,7 @@ class DeploymentConfig(_Config):
     upstream_model: str | None = None
     #: The share of requests sent here first (relative to the model's other deployments);
     #: 0 makes it a standby, tried only after the weighted ones.
-    weight: float = Field(default=1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0, le=1_000_000)
 
 
 class ModelConfig(_Config):

@@ -133,7 +133,7 @@ class WebhooksConfig(_Config):
     #: How often an idle worker looks for due deliveries.
     poll_interval_s: float = Field(default=0.5, gt=0, le=60)
     #: How long a worker owns a claimed delivery; must exceed ``timeout_s``.
-    lease_s: float = Field(default=30.0, gt=0)
+    lease_s: float = Field(default=30.0, gt=0, le=3600)
     max_webhooks_per_workspace: int = Field(default=20, ge=1, le=1000)
     #: Attempts kept in each webhook's delivery log.
     log_size: int = Field(default=1000, ge=10, le=100_000)
@@ -145,8 +145,8 @@ class WebhooksConfig(_Config):
                 f"retry_backoff_s: needs at least {self.max_attempts - 1} values for "
                 f"max_attempts = {self.max_attempts}"
             )
-        if any(delay < 0 for delay in self.retry_backoff_s):
-            raise ValueError("retry_backoff_s: delays cannot be negative")
+        if not all(0 <= delay <= 7 * 86_400 for delay in self.retry_backoff_s):  # nan too
+            raise ValueError("retry_backoff_s: delays are seconds from 0 to 604800 (a week)")
         if self.lease_s <= self.timeout_s:
             raise ValueError(
                 f"lease_s: must be longer than timeout_s ({self.lease_s:g} s <= "

@@ -105,6 +105,15 @@ class Costs:
                 f"cost.flagship_model: no price for {self.flagship!r}: name a model of "
                 "`models` with a price, or one the price table knows (e.g. gpt-5.1)"
             )
+        for index, model in enumerate(config.models):
+            asked = model.price_as
+            if model.price is None and asked is not None and self.prices.price(asked) is None:
+                # A name asked for on purpose: a typo left the model unpriced, passing every
+                # budget unreserved, without a word.
+                raise ConfigError(
+                    f"models[{index}].price_as: the price table has no {asked!r} (give a "
+                    "name it knows, e.g. gpt-4o-mini, or a `price`)"
+                )
         self.outputs = OutputEstimator(prior=config.budget.default_output_tokens)
 
     def ref(self, model: str) -> str:
