@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["DONE", "SSEEvent", "SSEParser"]
+__all__ = ["DONE", "MAX_EVENT_BYTES", "EventTooLarge", "SSEEvent", "SSEParser"]
 
 #: The data of the event that ends an OpenAI-style stream.
 DONE = "[DONE]"
@@ -177,6 +177,15 @@ def parse_event(block: bytes) -> SSEEvent:
     )
 
 
+#: The largest event a parser holds (16 MiB): an upstream sending bytes without ever ending an
+#: event was buffered without end, its timeout never firing while bytes kept coming.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class EventTooLarge(ValueError):
+    """A stream's event ran past ``SSEParser.max_event_bytes``."""
+
+
 class SSEParser:
     """Splits a byte stream into events at any chunk boundary; see the module docstring.
 
@@ -186,21 +195,59 @@ class SSEParser:
     next one), less a leading byte-order mark and what is still ``pending``.
     """
 
-    __slots__ = ("_buffer", "_started")
+    __slots__ = ("_buffer", "_parts", "_searched", "_size", "_started", "max_event_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buffer = b""
+        #: Chunks of an event still open, not joined yet: a large event arriving in many
+        #: chunks was joined and split again on each, in time growing with its size squared
+        #: (16 MB took 12 s of CPU).
+        self._parts: list[bytes] = []
+        self._size = 0
+        #: How much of the pending bytes holds no event end (LF line ends), not searched again.
+        self._searched = 0
         self._started = False
+        self.max_event_bytes = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        buffer = self._buffer + chunk if self._buffer else chunk
+        if not chunk:
+            return []
+        if (self._buffer or self._parts) and b"\n" not in chunk and b"\r" not in chunk:
+            # No line end: no event can end in this chunk; kept, not scanned.
+            self._hold(chunk)
+            return []
+        if self._parts:
+            self._parts.append(chunk)
+            buffer = b"".join((self._buffer, *self._parts))
+            self._parts.clear()
+            self._size = 0
+        else:
+            buffer = self._buffer + chunk if self._buffer else chunk
         if not self._started:
             if len(buffer) < len(_BOM) and _BOM.startswith(buffer):
                 self._buffer = buffer  # perhaps the start of a byte-order mark
                 return []
             self._started = True
             buffer = buffer.removeprefix(_BOM)
-        return [parse_event(block) for block in self._split(buffer)]
+        if b"\r" not in buffer and buffer.find(b"\n\n", max(0, self._searched - 1)) < 0:
+            self._buffer, self._searched = buffer, len(buffer)  # no event ends yet
+            self._check_size(len(buffer))
+            return []
+        events = [parse_event(block) for block in self._split(buffer)]
+        self._searched = len(self._buffer) if b"\r" not in self._buffer else 0
+        self._check_size(len(self._buffer))
+        return events
+
+    def _hold(self, chunk: bytes) -> None:
+        self._parts.append(chunk)
+        self._size += len(chunk)
+        self._check_size(len(self._buffer) + self._size)
+
+    def _check_size(self, pending: int) -> None:
+        if pending > self.max_event_bytes:
+            raise EventTooLarge(
+                f"an event of more than {self.max_event_bytes:,} bytes (no blank line ends it)"
+            )
 
     def _split(self, buffer: bytes) -> list[bytes]:
         if b"\r" not in buffer:
@@ -236,4 +283,4 @@ class SSEParser:
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet ended by a blank line (what a cut stream leaves behind)."""
-        return self._buffer
+        return b"".join((self._buffer, *self._parts)) if self._parts else self._buffer

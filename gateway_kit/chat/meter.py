@@ -97,8 +97,7 @@ class MeterTransform(ResponseTransform):
             # The cost is known only now: an SSE comment just before `[DONE]`.
             self._price(self._meter.usage, output_tokens=self._meter.chunks)
             assert self._ctx.cost is not None
-            fields = b" ".join(name + b"=" + value for name, value in self._ctx.cost.headers())
-            return (SSEEvent.comment(fields.decode()), event)
+            return (SSEEvent.comment(self._ctx.cost.comment()), event)
         forward = self._meter.process(event)
         return () if forward is None else (forward,)
 

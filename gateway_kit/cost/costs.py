@@ -61,6 +61,10 @@ class RequestCost:
             headers.append((b"x-gateway-cost-estimated", b"true"))
         return headers
 
+    def comment(self) -> str:
+        """The headers as a stream's SSE comment, sent just before ``[DONE]``."""
+        return " ".join(f"{name.decode()}={value.decode()}" for name, value in self.headers())
+
 
 class Costs:
     """Prices requests for the ``Gateway``: costs, savings and pre-call reservations."""

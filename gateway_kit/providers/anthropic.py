@@ -52,7 +52,7 @@ from gateway_kit.providers._anthropic_translate import (
 )
 from gateway_kit.providers._http import retry_after_seconds, send_upstream
 from gateway_kit.providers.base import ChatCall, ChatResponse
-from gateway_kit.sse import DONE, SSEEvent, SSEParser
+from gateway_kit.sse import DONE, EventTooLarge, SSEEvent, SSEParser
 
 _JSON = (b"content-type", b"application/json")
 _SSE = (b"content-type", b"text/event-stream; charset=utf-8")
@@ -201,6 +201,10 @@ class AnthropicProvider:
             raise UpstreamStreamError(
                 f"The stream from '{self.name}' failed: {exc}", provider=self.name, status=200
             ) from exc
+        except EventTooLarge as exc:
+            raise UpstreamStreamError(
+                f"The stream from '{self.name}' sent {exc}.", provider=self.name, status=200
+            ) from None
         if not translator.finished:
             raise UpstreamStreamError(
                 f"The stream from '{self.name}' ended before message_stop.",

@@ -16,7 +16,7 @@ import httpx
 from gateway_kit.exceptions import UpstreamStreamError, UpstreamUnavailableError
 from gateway_kit.providers._http import retry_after_seconds, send_upstream
 from gateway_kit.providers.base import ChatCall, ChatResponse, EmbeddingsCall
-from gateway_kit.sse import SSEEvent, SSEParser
+from gateway_kit.sse import EventTooLarge, SSEEvent, SSEParser
 
 #: Upstream response headers worth handing to the client, renamed where ours would clash.
 _FORWARDED_HEADERS = {
@@ -167,6 +167,10 @@ class OpenAIProvider:
                 provider=self.name,
                 status=200,
             ) from exc
+        except EventTooLarge as exc:
+            raise UpstreamStreamError(
+                f"The stream from '{self.name}' sent {exc}.", provider=self.name, status=200
+            ) from None
         if not done:
             raise UpstreamStreamError(
                 f"The stream from '{self.name}' ended before its end marker.",

@@ -275,6 +275,12 @@ class Router:
             await _release(response)
             detail = str(exc) or "the stream ended before its first event"
             return _Outcome(status=0, detail=detail)
+        except BaseException:
+            # Cancelled while waiting (the client left before the first event): the upstream
+            # call ends too (it ran on, comments and answer, to its end).
+            with anyio.CancelScope(shield=True):
+                await _release(response)
+            raise
         if _is_error(first):
             await _release(response)
             return _Outcome(status=0, detail=f"the stream began with an error: {first.data}")
@@ -319,7 +325,9 @@ def _is_error(event: SSEEvent) -> bool:
     if event.event == "error":
         return True
     data = event.data
-    if data is None or not data.startswith('{"error"'):
+    # Any JSON object naming an error (`{ "error": ...}`, pretty-printed over several lines):
+    # only `{"error"` exactly was once read as one.
+    if data is None or not data.lstrip().startswith("{") or '"error"' not in data:
         return False
     try:
         parsed = event.json()

@@ -397,6 +397,11 @@ async def test_a_streamed_answer_is_stored_and_served_as_json_and_as_a_stream() 
         assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
         assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
         assert not any("usage" in c for c in chunks)  # the client did not ask for it
+        # The cost comes as a live stream's does, a comment just before [DONE] (hits had none).
+        body = replay.body.decode()
+        comment = ": x-gateway-cost-usd=0.000000 x-gateway-savings-usd="
+        assert comment in body
+        assert body.index(comment) < body.index("data: [DONE]")
         with_usage = await env.chat(**BASE, stream=True, stream_options={"include_usage": True})
         last = json.loads(with_usage.events()[-2])
         assert last["choices"] == []

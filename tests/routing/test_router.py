@@ -71,6 +71,13 @@ class Scripted:
     async def _events(self, step: str) -> AsyncIterator[SSEEvent]:
         if step == "cut":
             raise UpstreamStreamError("broke", provider=self.name, status=200)
+        if step == "queued":  # keep-alives while the request waits upstream, for ever
+            while True:
+                yield SSEEvent.comment("keep-alive")
+                await anyio.sleep(0.01)
+        if step == "spaced-error":  # an error object, written with a space
+            yield SSEEvent('{ "error": {"message": "overloaded"} }')
+            return
         if step == "error-event":
             yield SSEEvent.of_json({"error": {"message": "overloaded"}})
             return
@@ -368,6 +375,21 @@ async def test_a_probe_whose_request_is_cancelled_lets_the_next_request_probe() 
     routed = await r.chat("solo")  # probes again at once
     assert routed.response.status == 200
     assert r.cooldowns.state("a/m-solo") == "closed"
+
+
+async def test_a_client_leaving_before_the_first_event_ends_the_upstream_call() -> None:
+    """The upstream ran on (its keep-alives, then its answer) after the client had left."""
+    r = rig(a="queued", retries=0)
+    with anyio.move_on_after(0.1):
+        await r.chat("solo", stream=True)
+    assert r.providers["a"].closed == 1
+
+
+async def test_a_stream_opening_with_an_error_written_another_way_falls_back() -> None:
+    """Only `{"error"` exactly was read as an error: `{ "error"` went to the client, billed."""
+    r = rig(a="spaced-error", b="stream", retries=0)
+    routed = await r.chat("main", stream=True)
+    assert routed.deployment.provider_name == "b"
 
 
 async def test_all_skipped_while_a_probe_is_in_flight_says_when_to_come_back() -> None:

@@ -55,6 +55,7 @@ from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.response import ResponseWriter
 from gateway_kit.pipeline.transforms import JSONBody, TransformChain
 from gateway_kit.pipeline.verdicts import Refusal, unavailable
+from gateway_kit.sse import SSEEvent
 
 __all__ = ["CacheMiddleware", "SemanticLookup"]
 
@@ -346,6 +347,8 @@ class CacheMiddleware(GatewayLayer):
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
             writer = ResponseWriter(send, 200, list(_STREAM))
             for event in answer.events(include_usage=include_usage):
+                if event.done:  # the cost as a live stream tells it (hits had no comment)
+                    await writer.emit(chain.event(SSEEvent.comment(cost.comment())))
                 await writer.emit(chain.event(event))
             await writer.emit(chain.close())
             await writer.end()
