@@ -778,3 +778,36 @@ def test_an_empty_configuration_path_is_named_as_such(
         "gateway-kit: the configuration path is empty (--config '' or GATEWAY_KIT_CONFIG=): "
         "give a configuration file, or leave it unset for the defaults"
     ]
+
+
+def test_a_host_that_is_no_address_is_refused_in_the_file_and_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It failed at the bind, exit 1, with a hint about another gateway on the port.
+    config = write(tmp_path, '\n[server]\nhost = "999.1.1.1"\n')
+    code, line = run(capsys, config)
+    assert code == 2
+    assert line.endswith("server.host: '999.1.1.1' is neither an IP address nor a host name")
+    assert main(["serve", "--host", "no such host!!", "--port", "0"]) == 2
+    assert capsys.readouterr().err == (
+        "gateway-kit: --host: 'no such host!!' is neither an IP address nor a host name\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["serve", "--port", "abc"], "gateway-kit: serve: argument --port: invalid int value"),
+        (["keys", "create"], "gateway-kit: keys create: the following arguments are required"),
+    ],
+)
+def test_a_flag_of_the_wrong_type_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
+    # argparse printed its usage first: three or four lines.
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(line)

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from gateway_kit import __version__
 from gateway_kit.cli import budget, cache, keys, logs, serve, status, wallet, worker, workspaces
@@ -60,12 +61,19 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors in one line, as every other error of the CLI (it printed its usage
+    first: three or four lines for a flag's wrong type)."""
+
+    def error(self, message: str) -> NoReturn:
+        verb = self.prog.removeprefix("gateway-kit").strip()
+        self.exit(2, f"gateway-kit: {verb + ': ' if verb else ''}{message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gateway-kit", description="An LLM gateway as composable ASGI layers."
-    )
+    parser = _Parser(prog="gateway-kit", description="An LLM gateway as composable ASGI layers.")
     parser.add_argument("--version", action="version", version=f"gateway-kit {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="command")
+    commands = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
     serve.add_parser(commands, add_config_option)
     worker.add_parser(commands, add_config_option)
     status.add_parser(commands)

@@ -23,6 +23,7 @@ from gateway_kit import __version__
 from gateway_kit.accounts.scopes import ADMIN_SCOPES, ROLES
 from gateway_kit.cli._store import UsageError, naming_the_file, try_storage
 from gateway_kit.config import GatewayConfig, load_config
+from gateway_kit.config.server import host_problem
 from gateway_kit.gateway import Gateway
 from gateway_kit.observe.logs import logging_config
 
@@ -61,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else config.server.port
     if not 0 <= port <= 65535:  # uvicorn would bind the port modulo 65536
         raise UsageError(f"--port: must be from 0 to 65535, got {port}")
+    if args.host is not None and (problem := host_problem(args.host)) is not None:
+        raise UsageError(f"--host: {problem}")
     try:
         listener = bind(host, port)
     except OSError as exc:

@@ -46,7 +46,7 @@ class AuthConfig(_Config):
     #: takes effect here within this time, at once on the instance that made it. Cached entries
     #: are not trusted once the last good poll is this old (storage down: every request asks
     #: storage). 0 caches nothing and asks storage every time.
-    cache_ttl_s: float = Field(default=5.0, ge=0)
+    cache_ttl_s: float = Field(default=5.0, ge=0, le=3600)
     #: What a key made before key scopes existed may do: ``inference`` (model calls and
     #: ``/v1/me`` only; the safe default) or ``admin`` (everything, as before scopes: while a
     #: deployment moves its automation to keys made with a role).

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway_kit.config.base import _Config
 from gateway_kit.storage._factory import check_storage_url
 
-__all__ = ["AdminConfig", "ServerConfig", "StorageConfig"]
+__all__ = ["AdminConfig", "ServerConfig", "StorageConfig", "host_problem"]
+
+#: Digits and dots only: meant as an IPv4 address, so it must be one.
+_DOTTED = re.compile(r"[\d.]+")
+#: A host name: labels of letters, digits and hyphens, not starting or ending with a hyphen.
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?"
+)
+
+
+def host_problem(host: str) -> str | None:
+    """What is wrong with ``host`` as an address to listen on (an IP address, or a host name's
+    syntax), or ``None``: ``999.1.1.1`` failed only at the bind, with a wrong hint and exit 1."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if _DOTTED.fullmatch(host) or not _HOST_NAME.fullmatch(host):
+            return f"{host!r} is neither an IP address nor a host name"
+    return None
 
 
 class ServerConfig(_Config):
@@ -15,6 +36,15 @@ class ServerConfig(_Config):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+
+    @field_validator("host")
+    @classmethod
+    def _valid_host(cls, host: str) -> str:
+        problem = host_problem(host)
+        if problem is not None:
+            raise ValueError(problem)
+        return host
+
     #: Request bodies above this many bytes are answered 413.
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     #: ``gateway-kit serve`` on ``SIGTERM``: the seconds requests in flight get to finish;
