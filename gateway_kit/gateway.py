@@ -25,7 +25,7 @@ from gateway_kit.accounts.wallet import Wallet
 from gateway_kit.accounts.workspaces import Workspaces
 from gateway_kit.cache.service import AnswerCache
 from gateway_kit.config import GatewayConfig, ProviderConfig
-from gateway_kit.config.gateway import _places
+from gateway_kit.config.gateway import deployment_places
 from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokenizer import TokenCounter
 from gateway_kit.events.bus import EventBus
@@ -343,7 +343,7 @@ class Gateway:
         for index, model in enumerate(self.config.models):
             if model.kind != "embedding":
                 continue
-            for place, deployment in _places(index, model):
+            for place, deployment in deployment_places(index, model):
                 name = deployment.provider
                 if name not in self._provider_overrides and types[name] not in _EMBEDDING_TYPES:
                     raise ConfigError(

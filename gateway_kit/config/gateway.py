@@ -23,7 +23,7 @@ from gateway_kit.config.upstream import (
 )
 from gateway_kit.config.webhooks import WebhooksConfig
 
-__all__ = ["GatewayConfig"]
+__all__ = ["GatewayConfig", "deployment_places"]
 
 
 def _default_providers() -> tuple[ProviderConfig, ...]:
@@ -122,7 +122,7 @@ class GatewayConfig(_Config):
                 f"(known: {', '.join(self.plans) or 'none'})"
             )
         for index, model in enumerate(self.models):
-            for place, deployment in _places(index, model):
+            for place, deployment in deployment_places(index, model):
                 if deployment.provider not in provider_names:
                     raise ValueError(
                         f"{place}.provider: no provider named {deployment.provider!r} "
@@ -187,7 +187,7 @@ def _unique(what: str, names: list[str]) -> None:
         seen.add(name)
 
 
-def _places(index: int, model: ModelConfig) -> list[tuple[str, DeploymentConfig]]:
+def deployment_places(index: int, model: ModelConfig) -> list[tuple[str, DeploymentConfig]]:
     """Each deployment with where the configuration gives it, for error messages."""
     if model.deployments:
         return [(f"models[{index}].deployments[{i}]", d) for i, d in enumerate(model.deployments)]

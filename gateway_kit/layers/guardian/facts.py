@@ -33,6 +33,7 @@ __all__ = [
     "normalize",
     "normalize_text",
     "ping_pong_cycles",
+    "reads_as_error",
     "tail_run",
 ]
 
