@@ -195,56 +195,60 @@ class SSEParser:
     next one), less a leading byte-order mark and what is still ``pending``.
     """
 
-    __slots__ = ("_buffer", "_parts", "_searched", "_size", "_started", "max_event_bytes")
+    __slots__ = ("_buffer", "_cr", "_parts", "_size", "_started", "max_event_bytes")
 
     def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buffer = b""
         #: Chunks of an event still open, not joined yet: a large event arriving in many
         #: chunks was joined and split again on each, in time growing with its size squared
-        #: (16 MB took 12 s of CPU).
+        #: (16 MB took 12 s of CPU). They are joined once, with the chunk that ends it.
         self._parts: list[bytes] = []
         self._size = 0
-        #: How much of the pending bytes holds no event end (LF line ends), not searched again.
-        self._searched = 0
+        #: Whether what is pending holds a CR (then every chunk is split as it comes).
+        self._cr = False
         self._started = False
         self.max_event_bytes = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         if not chunk:
             return []
-        if (self._buffer or self._parts) and b"\n" not in chunk and b"\r" not in chunk:
-            # No line end: no event can end in this chunk; kept, not scanned.
-            self._hold(chunk)
+        if self._size and not self._cr and b"\r" not in chunk and not self._ends_in(chunk):
+            self._parts.append(chunk)  # no event ends here: kept, not scanned again
+            self._size += len(chunk)
+            self._check_size()
             return []
-        if self._parts:
-            self._parts.append(chunk)
-            buffer = b"".join((self._buffer, *self._parts))
-            self._parts.clear()
-            self._size = 0
-        else:
-            buffer = self._buffer + chunk if self._buffer else chunk
+        buffer = b"".join((*self._parts, chunk)) if self._parts else chunk
+        self._parts.clear()
         if not self._started:
             if len(buffer) < len(_BOM) and _BOM.startswith(buffer):
-                self._buffer = buffer  # perhaps the start of a byte-order mark
+                self._keep(buffer)  # perhaps the start of a byte-order mark
                 return []
             self._started = True
             buffer = buffer.removeprefix(_BOM)
-        if b"\r" not in buffer and buffer.find(b"\n\n", max(0, self._searched - 1)) < 0:
-            self._buffer, self._searched = buffer, len(buffer)  # no event ends yet
-            self._check_size(len(buffer))
-            return []
         events = [parse_event(block) for block in self._split(buffer)]
-        self._searched = len(self._buffer) if b"\r" not in self._buffer else 0
-        self._check_size(len(self._buffer))
+        self._keep(self._buffer)
         return events
 
-    def _hold(self, chunk: bytes) -> None:
-        self._parts.append(chunk)
-        self._size += len(chunk)
-        self._check_size(len(self._buffer) + self._size)
+    def _ends_in(self, chunk: bytes) -> bool:
+        """Whether an LF-only event can end in ``chunk``: a blank line in it, or across the
+        boundary (the pending bytes end with an LF and the chunk starts with one)."""
+        if b"\n\n" in chunk:
+            return True
+        if chunk[:1] != b"\n":
+            return False
+        last = self._parts[-1] if self._parts else self._buffer
+        return last[-1:] == b"\n"
 
-    def _check_size(self, pending: int) -> None:
-        if pending > self.max_event_bytes:
+    def _keep(self, pending: bytes) -> None:
+        """``pending`` is what is left of the stream after its last complete event."""
+        self._buffer = b""
+        self._parts = [pending] if pending else []
+        self._size = len(pending)
+        self._cr = b"\r" in pending
+        self._check_size()
+
+    def _check_size(self) -> None:
+        if self._size > self.max_event_bytes:
             raise EventTooLarge(
                 f"an event of more than {self.max_event_bytes:,} bytes (no blank line ends it)"
             )
@@ -283,4 +287,4 @@ class SSEParser:
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet ended by a blank line (what a cut stream leaves behind)."""
-        return b"".join((self._buffer, *self._parts)) if self._parts else self._buffer
+        return b"".join(self._parts)
