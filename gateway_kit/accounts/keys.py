@@ -181,6 +181,13 @@ class Keys:
             self._cache.put(digest, _Entry(principal, digest), version=version)
         return principal
 
+    async def is_retiring(self, secret: str) -> bool:
+        """Whether ``secret`` is in a rotation's grace period (or no longer works), read from
+        the storage now: another instance may have rotated its key a moment ago, which this
+        one's cache learns only within ``auth.cache_ttl_s`` (key management asks this)."""
+        raw = await self._storage.get(_index_key(hash_key(secret)))
+        return raw is None or bool(json.loads(raw).get("retiring"))
+
     # -- management -------------------------------------------------------------------------
 
     async def create(

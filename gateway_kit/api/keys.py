@@ -48,7 +48,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
     async def create_key(request: Request) -> Response:
         caller = principal_of(request)
         try:
-            await may_make_keys(caller, "make keys")
+            await may_make_keys(request, caller, "make keys")
             body = await json_body(request, optional=True)
             check_fields(body, ["name", "role", "scopes"])
             name = string_field(body, "name", default="default")
@@ -70,7 +70,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
         try:
             key = await _find(request)
             caller = principal_of(request)
-            await may_make_keys(caller, "rotate keys")
+            await may_make_keys(request, caller, "rotate keys")
             check_grant(caller, key.scope_set, "rotate a key with more scopes")
             body = await json_body(request, optional=True)
             check_fields(body, ["grace_period_s"])
@@ -86,7 +86,7 @@ def key_routes(gateway: Gateway) -> list[Route]:
         try:
             key = await _find(request)
             caller = principal_of(request)
-            if caller.retiring:
+            if await retiring(request, caller):
                 raise _retiring("revoke keys")
             check_grant(caller, key.scope_set, "revoke a key with more scopes")
             revoked = await gateway.keys.revoke(key.workspace_id, key.key_id)
@@ -96,11 +96,20 @@ def key_routes(gateway: Gateway) -> list[Route]:
             return _not_found().response()
         return json_response(revoked.public())
 
-    async def may_make_keys(caller: Principal, what: str) -> None:
+    async def retiring(request: Request, caller: Principal) -> bool:
+        """Whether the caller's secret is being retired: as authenticated, or as the storage
+        says now (a rotation on another instance reaches this one's cache within
+        ``auth.cache_ttl_s``: the old secret made keys there meanwhile)."""
+        if caller.retiring:
+            return True
+        secret = request.headers.get("authorization", "").partition(" ")[2].strip()
+        return await gateway.keys.is_retiring(secret)
+
+    async def may_make_keys(request: Request, caller: Principal, what: str) -> None:
         """A secret being retired may not mint or rotate keys (its holder, after a leak, got
         a secret that never expires and cut off the owner's new one); nor may a key with a
         budget cap (the keys it made or took over spent outside its cap, one lifted it)."""
-        if caller.retiring:
+        if await retiring(request, caller):
             raise _retiring(what)
         settings = await gateway.ledger.settings(caller.workspace_id)
         if caller.key_id in settings.key_caps:

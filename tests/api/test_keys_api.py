@@ -171,3 +171,19 @@ async def test_a_capped_key_may_not_mint_or_take_over_keys() -> None:
             "DELETE", keys_path(env, f"/{sibling.key.key_id}"), headers=env.auth()
         )
         assert revoked.status == 200
+
+
+async def test_a_rotation_on_another_instance_stops_the_old_secret_making_keys_at_once() -> None:
+    """The other instance's cache still took the old secret for the current one (for up to
+    auth.cache_ttl_s): it made keys that never expire, a moment after the rotation."""
+    from gateway_kit import Gateway
+
+    async with provisioned(auth={"cache_ttl_s": 5}) as env:
+        me = (await env.gateway.keys.list(env.workspace_id))[0].key_id
+        assert (await env.recorder.request("GET", keys_path(env), headers=env.auth())).status == 200
+        other = Gateway(env.gateway.config, storage=env.gateway.storage, run_worker=False)
+        async with other:  # another instance on the same storage rotates the key
+            await other.keys.rotate(env.workspace_id, me, grace=3600)
+        made = await env.recorder.request("POST", keys_path(env), headers=env.auth())
+        assert made.status == 403
+        assert made.json()["error"]["code"] == "key_retiring"
