@@ -215,14 +215,9 @@ def test_names_are_printed_escaped_whatever_was_stored(
 
 def test_read_only_verbs_never_create_a_database(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_KIT_")}
-    for verb in (
-        ["workspaces", "list"],
-        ["workspaces", "show", "ws_x"],
-        ["keys", "list", "--workspace", "ws_x"],
-        ["budget", "show", "--workspace", "ws_x"],
-        ["wallet", "show", "--workspace", "ws_x"],
-    ):
-        done = subprocess.run(
+
+    def cli(*verb: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, "-m", "gateway_kit.cli", *verb],
             cwd=tmp_path,
             env=env,
@@ -230,6 +225,15 @@ def test_read_only_verbs_never_create_a_database(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
+
+    for verb in (
+        ["workspaces", "list"],
+        ["workspaces", "show", "ws_x"],
+        ["keys", "list", "--workspace", "ws_x"],
+        ["budget", "show", "--workspace", "ws_x"],
+        ["wallet", "show", "--workspace", "ws_x"],
+    ):
+        done = cli(*verb)
         assert done.returncode == 2, done.stderr
         assert done.stdout == ""
         notice, error = done.stderr.splitlines()
@@ -243,26 +247,12 @@ def test_read_only_verbs_never_create_a_database(tmp_path: Path) -> None:
         assert f"`{' '.join(verb[:2])}` only reads" in error
         assert not (tmp_path / "gateway-kit.db").exists()
     # A verb that writes makes it, and says where.
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway_kit.cli", "workspaces", "create", "--email", "a@b.co"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = cli("workspaces", "create", "--email", "a@b.co")
     assert done.returncode == 0, done.stderr
     assert "using the default storage" in done.stderr
     assert (tmp_path / "gateway-kit.db").exists()
     # With a configuration that names no storage, the notice does not ask for --config.
     (tmp_path / "gateway.toml").write_text('[limits]\nmode = "enforce"\n', encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway_kit.cli", "workspaces", "list", "--config", "gateway.toml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = cli("workspaces", "list", "--config", "gateway.toml")
     assert done.returncode == 0, done.stderr
     assert "(the configuration names no [storage])" in done.stderr

@@ -19,7 +19,7 @@ contract, with a whole JSON body in OpenAI's embeddings format.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -102,3 +102,13 @@ class EmbeddingsProvider(Protocol):
     async def embeddings(self, call: EmbeddingsCall) -> ChatResponse:
         """Send one embeddings call; the answer is a whole JSON body (never a stream)."""
         ...
+
+
+def asks_for_json(payload: Mapping[str, Any]) -> bool:
+    """Whether a chat request asks for its answer's content as JSON (``response_format``
+    ``json_object`` or ``json_schema``)."""
+    response_format = payload.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in (
+        "json_object",
+        "json_schema",
+    )

@@ -28,6 +28,7 @@ from typing import Any
 from gateway_kit.config import AutoModelConfig, ModelConfig
 from gateway_kit.cost.costs import Costs
 from gateway_kit.cost.tokens import estimate_prompt_tokens
+from gateway_kit.providers.base import asks_for_json
 
 __all__ = ["AutoChoice", "AutoSelector", "Needs"]
 
@@ -92,11 +93,9 @@ class AutoSelector:
         answer = payload.get("max_completion_tokens") or payload.get("max_tokens")
         if not isinstance(answer, int):
             answer = self._config.reserve_output_tokens
-        response_format = payload.get("response_format")
-        kind = response_format.get("type") if isinstance(response_format, dict) else None
         return Needs(
             tools=bool(payload.get("tools") or payload.get("functions")),
-            json=kind in ("json_object", "json_schema"),
+            json=asks_for_json(payload),
             vision=_has_image(payload),
             tokens=prompt + answer,
             complex=self._is_complex(payload, prompt),

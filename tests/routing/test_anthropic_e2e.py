@@ -202,16 +202,22 @@ def test_an_overloaded_anthropic_falls_back(client: openai.OpenAI) -> None:
 def test_a_stream_cut_after_it_began_ends_with_an_error_event(
     served: tuple[AnthropicServer, str],
 ) -> None:
+    status, lines = _streamed(served[1], "sonnet-cut")
+    assert status == 200
+    assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_stream_error"
+    assert "data: [DONE]" not in lines
+
+
+def _streamed(url: str, model: str) -> tuple[int, list[str]]:
+    """A streamed chat with ``model``: the status and the stream's data lines."""
     with httpx.stream(
         "POST",
-        f"{served[1]}/v1/chat/completions",
-        json={"model": "sonnet-cut", "messages": HI, "stream": True},
+        f"{url}/v1/chat/completions",
+        json={"model": model, "messages": HI, "stream": True},
         timeout=10,
     ) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data: ")]
-    assert response.status_code == 200
-    assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_stream_error"
-    assert "data: [DONE]" not in lines
+    return response.status_code, lines
 
 
 def _metrics(url: str, model: str) -> dict[str, float]:
@@ -237,13 +243,7 @@ def test_a_cut_stream_is_billed_on_the_prompt_count_anthropic_reported_at_its_st
     # read from it. The answer never reported its usage; its output is estimated, its prompt
     # is not (the gateway's own estimate of these two short messages is a dozen tokens).
     before = _metrics(served[1], "sonnet-cached-cut")
-    with httpx.stream(
-        "POST",
-        f"{served[1]}/v1/chat/completions",
-        json={"model": "sonnet-cached-cut", "messages": HI, "stream": True},
-        timeout=10,
-    ) as response:
-        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    _, lines = _streamed(served[1], "sonnet-cached-cut")
     assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_stream_error"
     after = _metrics(served[1], "sonnet-cached-cut")
     added = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in after}

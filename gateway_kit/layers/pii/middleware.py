@@ -20,7 +20,6 @@ request through unmasked (``open``).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gateway_kit._asgi.types import ASGIApp, Receive, Scope, Send
 from gateway_kit.accounts.pii import PIISettings
@@ -35,6 +34,7 @@ from gateway_kit.layers.pii.transform import RestoreTransform
 from gateway_kit.pipeline.body import replace_json
 from gateway_kit.pipeline.context import RequestContext
 from gateway_kit.pipeline.verdicts import Refusal
+from gateway_kit.providers.base import asks_for_json
 
 __all__ = ["PIIMiddleware"]
 
@@ -135,7 +135,7 @@ class PIIMiddleware(GatewayLayer):
             # In `cache` scope the model's answer holds no placeholder, but one served from
             # the cache does.
             ctx.transforms.append(
-                RestoreTransform(vault.values, json_content=_asks_for_json(payload))
+                RestoreTransform(vault.values, json_content=asks_for_json(payload))
             )
         return receive
 
@@ -168,13 +168,3 @@ class PIIMiddleware(GatewayLayer):
             self._workspaces.clear()
         self._workspaces[principal.workspace_id] = (settings, policy)
         return policy
-
-
-def _asks_for_json(payload: dict[str, Any]) -> bool:
-    """Whether the answer's content is JSON (``response_format`` ``json_object`` or
-    ``json_schema``): a value goes back into it escaped, as into tool-call arguments."""
-    response_format = payload.get("response_format")
-    return isinstance(response_format, dict) and response_format.get("type") in (
-        "json_object",
-        "json_schema",
-    )

@@ -140,16 +140,22 @@ class PIIPolicy:
     def _fields(self, payload: dict[str, Any], masked: dict[str, Any], vault: Vault) -> None:
         """The request's own texts, into ``masked``: the end user's identifiers (``user``, its
         successor ``safety_identifier``, ``prompt_cache_key``) and ``metadata``'s values."""
-        for name in _IDENTIFIERS:
-            value = payload.get(name)
-            if isinstance(value, str):
-                masked[name] = self._text(value, vault)
+        self._texts(payload, masked, _IDENTIFIERS, vault)
         metadata = payload.get("metadata")
         if isinstance(metadata, dict):
             masked["metadata"] = {
                 key: self._text(value, vault) if isinstance(value, str) else value
                 for key, value in metadata.items()
             }
+
+    def _texts(
+        self, source: dict[str, Any], into: dict[str, Any], names: Sequence[str], vault: Vault
+    ) -> None:
+        """``source``'s string fields of ``names``, masked into ``into``."""
+        for name in names:
+            text = source.get(name)
+            if isinstance(text, str):
+                into[name] = self._text(text, vault)
 
     def _content(self, content: Any, vault: Vault) -> Any:
         """A message's content (or a prediction's): a string, or parts with texts."""
@@ -173,10 +179,7 @@ class PIIPolicy:
         out = dict(message)
         if "content" in message:
             out["content"] = self._content(message["content"], vault)
-        for key in _MESSAGE_TEXTS:
-            text = message.get(key)
-            if isinstance(text, str):
-                out[key] = self._text(text, vault)
+        self._texts(message, out, _MESSAGE_TEXTS, vault)
         name = message.get("name")
         if isinstance(name, str):
             masked = self._text(name, vault)
